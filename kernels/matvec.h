@@ -1,0 +1,39 @@
+// matvec / matmul over quantized weight matrices.
+//
+// A WeightMatrix is a 2-D view of a ggml tensor: n_rows rows of n_cols values (ne[0] = n_cols,
+// ne[1] = n_rows), each row `row_stride` bytes apart. y = W x computes y[r] = dot(row r, x).
+// For expert tensors ([n_embd, n_ff, n_expert]) one expert is a WeightMatrix at an offset.
+//
+// The activation is quantized once per call into `scratch` (vec_dot_type of the weights), then
+// rows are split over the thread pool. Results do not depend on the number of threads.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+#include "common/ggml_type.h"
+#include "kernels/thread_pool.h"
+
+namespace sluice::kernels {
+
+struct WeightMatrix {
+  GgmlType type = GgmlType::F32;
+  const std::byte* data = nullptr;
+  int64_t n_cols = 0;      // ne[0]: values per row
+  int64_t n_rows = 0;      // ne[1]
+  size_t row_stride = 0;   // bytes between rows (= ggml_row_bytes(type, n_cols) when dense)
+};
+
+// Scratch bytes needed by matvec/matmul for this weight type, row length and token count.
+size_t matmul_scratch_bytes(GgmlType weight_type, int64_t n_cols, int64_t n_tokens);
+
+// y[n_rows] = W x[n_cols]
+void matvec(const WeightMatrix& w, std::span<const float> x, std::span<float> y,
+            std::span<std::byte> scratch, ThreadPool& pool);
+
+// Y[t][n_rows] = W X[t][n_cols] for t in [0, n_tokens); X and Y are row-major.
+void matmul(const WeightMatrix& w, std::span<const float> x, int64_t n_tokens, std::span<float> y,
+            std::span<std::byte> scratch, ThreadPool& pool);
+
+}  // namespace sluice::kernels
