@@ -1,0 +1,10 @@
+// The sluice subcommands. Each lives in its own tools/cmd_<name>.cpp and is listed in main.cpp.
+// A command takes the arguments after its name (argv[0] is "sluice <name>") and returns the exit
+// code; sluice::Error escaping a command becomes one line on stderr and exit code 1.
+#pragma once
+
+namespace sluice::tools {
+
+int cmd_inspect(int argc, char** argv);
+
+}  // namespace sluice::tools

@@ -1,0 +1,64 @@
+// sluice: command-line entry point. Dispatches to subcommands and turns errors into one line.
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <string_view>
+
+#include <cxxopts.hpp>
+
+#include "common/error.h"
+#include "tools/commands.h"
+
+namespace {
+
+struct Command {
+  const char* name;
+  int (*run)(int, char**);
+  const char* help;
+};
+
+// Keep sorted by name; one line per subcommand.
+const Command kCommands[] = {
+    {"inspect", sluice::tools::cmd_inspect, "print a GGUF model's structure, sizes and IO ceilings"},
+};
+
+void print_usage(FILE* out) {
+  std::fprintf(out, "usage: sluice <command> [options]\n\ncommands:\n");
+  for (const Command& c : kCommands) std::fprintf(out, "  %-10s %s\n", c.name, c.help);
+  std::fprintf(out, "\nRun 'sluice <command> --help' for the options of one command.\n");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    print_usage(stderr);
+    return 2;
+  }
+  std::string_view name = argv[1];
+  if (name == "-h" || name == "--help" || name == "help") {
+    print_usage(stdout);
+    return 0;
+  }
+  for (const Command& c : kCommands) {
+    if (name != c.name) continue;
+    try {
+      return c.run(argc - 1, argv + 1);
+    } catch (const sluice::Error& e) {
+      std::fprintf(stderr, "sluice %s: error: %s\n", c.name, e.what());
+      return 1;
+    } catch (const cxxopts::exceptions::exception& e) {
+      std::fprintf(stderr, "sluice %s: error: %s (see 'sluice %s --help')\n", c.name, e.what(), c.name);
+      return 2;
+    } catch (const std::bad_alloc&) {
+      std::fprintf(stderr, "sluice %s: error: out of memory\n", c.name);
+      return 1;
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "sluice %s: internal error: %s\n", c.name, e.what());
+      return 1;
+    }
+  }
+  std::fprintf(stderr, "sluice: unknown command '%s'\n", argv[1]);
+  print_usage(stderr);
+  return 2;
+}
