@@ -1,0 +1,60 @@
+#include "tests/test_support.h"
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+
+namespace sluice::test {
+
+std::filesystem::path shared_dir() { return std::filesystem::path(SLUICE_SHARED_DIR); }
+std::filesystem::path reference_dir() { return shared_dir() / "reference"; }
+
+std::filesystem::path temp_dir(const std::string& name) {
+  static std::atomic<int> counter{0};
+  auto dir = std::filesystem::temp_directory_path() /
+             ("sluice-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter++) + "-" + name);
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
+std::vector<uint8_t> read_file(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error("cannot open " + path.string());
+  return std::vector<uint8_t>(std::istreambuf_iterator<char>(in), {});
+}
+
+std::string read_text(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error("cannot open " + path.string());
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+void write_file(const std::filesystem::path& path, const std::vector<uint8_t>& bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  if (!out) throw std::runtime_error("cannot write " + path.string());
+}
+
+CommandResult run_sluice(const std::string& args) {
+  auto dir = temp_dir("cmd");
+  std::string out_path = (dir / "out").string();
+  std::string err_path = (dir / "err").string();
+  std::string cmd = std::string("'") + SLUICE_BINARY + "' " + args + " >'" + out_path + "' 2>'" + err_path + "' </dev/null";
+  int status = std::system(cmd.c_str());
+  CommandResult r;
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  r.out = read_text(out_path);
+  r.err = read_text(err_path);
+  std::filesystem::remove_all(dir);
+  return r;
+}
+
+}  // namespace sluice::test

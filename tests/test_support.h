@@ -1,0 +1,30 @@
+// Helpers shared by the test suites: where the reference data lives, reading whole files,
+// running the sluice binary, and skipping cleanly when optional data or tools are absent.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace sluice::test {
+
+// ../shared next to the source tree (CI lays it there too).
+std::filesystem::path shared_dir();
+std::filesystem::path reference_dir();  // shared_dir() / "reference"
+// A fresh empty directory under the build's temp area, unique per call.
+std::filesystem::path temp_dir(const std::string& name);
+
+std::vector<uint8_t> read_file(const std::filesystem::path& path);
+std::string read_text(const std::filesystem::path& path);
+void write_file(const std::filesystem::path& path, const std::vector<uint8_t>& bytes);
+
+struct CommandResult {
+  int exit_code = -1;
+  std::string out;  // stdout
+  std::string err;  // stderr
+};
+// Runs the built `sluice` binary with the given argument string (shell-quoted by the caller).
+CommandResult run_sluice(const std::string& args);
+
+}  // namespace sluice::test
