@@ -137,12 +137,9 @@ class GgufParser {
 
     for (uint64_t i = 0; i < n_tensors; ++i) f.tensors_.push_back(read_tensor_info(f, i));
 
-    uint64_t data_offset = align_up(pos_, f.alignment_);
-    if (data_offset > file_size_) {
-      fail("tensor data section would start at offset " + std::to_string(data_offset) +
-           ", past end of file (" + std::to_string(file_size_) + " bytes)");
-    }
-    f.data_offset_ = data_offset;
+    // A vocabulary-only file ends right after its header, before the padding that would precede
+    // tensor data; each tensor's range is checked against the file size below.
+    f.data_offset_ = align_up(pos_, f.alignment_);
     check_tensor_ranges(f);
     return f;
   }
