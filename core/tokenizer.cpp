@@ -35,7 +35,7 @@ std::vector<Fragment> partition(const Tokenizer::Impl& impl, std::string_view te
     const uint32_t attr = impl.attrs[special];
     // Without parse_special only user-defined tokens are cut out (as Hugging Face does).
     if (!parse_special && (attr & (token_attr::kControl | token_attr::kUnknown))) continue;
-    const std::string& needle = impl.texts[special];
+    const std::string_view needle = impl.text(special);
 
     next.clear();
     bool changed = false;
@@ -82,7 +82,7 @@ void replace_all(std::string& text, std::string_view from, std::string_view to) 
 
 // Byte-level BPE token text back to bytes. A code point outside GPT-2's alphabet cannot come
 // from a byte; llama.cpp renders it as "[UNK_BYTE_0x<its utf-8 in hex><the token text>]".
-std::string decode_byte_level(const std::string& text) {
+std::string decode_byte_level(std::string_view text) {
   std::string out;
   out.reserve(text.size());
   for (uint32_t cpt : utf8::decode_lossy(text)) {
@@ -99,14 +99,15 @@ std::string decode_byte_level(const std::string& text) {
       out.push_back(kHex[static_cast<uint8_t>(c) >> 4]);
       out.push_back(kHex[static_cast<uint8_t>(c) & 15]);
     }
-    out += text + "]";
+    out.append(text);
+    out += "]";
   }
   return out;
 }
 
 // "<0xXX>" -> XX, parsed like llama.cpp's strtol on the two characters after "<0x".
-char byte_token_value(const std::string& text) {
-  const std::string hex = text.size() >= 5 ? text.substr(3, 2) : std::string();
+char byte_token_value(std::string_view text) {
+  const std::string hex(text.size() >= 5 ? text.substr(3, 2) : std::string_view());
   return static_cast<char>(std::strtol(hex.c_str(), nullptr, 16));
 }
 
@@ -121,12 +122,12 @@ const Tokenizer::Impl& checked(const std::shared_ptr<const Tokenizer::Impl>& imp
 std::string render_piece(const Tokenizer::Impl& impl, int32_t id, bool special) {
   constexpr uint32_t kSpecial = token_attr::kUnknown | token_attr::kControl;
   const uint32_t attr = impl.attrs[id];
-  const std::string& text = impl.texts[id];
+  const std::string_view text = impl.text(id);
   if (!special && (attr & kSpecial)) return {};
-  if (attr & (kSpecial | token_attr::kUserDefined)) return text;
+  if (attr & (kSpecial | token_attr::kUserDefined)) return std::string(text);
   if (attr & token_attr::kNormal) {
     if (impl.model == TokenizerModel::bpe) return decode_byte_level(text);
-    std::string piece = text;
+    std::string piece(text);
     replace_all(piece, kSpmSpace, " ");
     return piece;
   }
@@ -263,7 +264,7 @@ bool Tokenizer::add_eos() const { return impl_->add_eos; }
 bool Tokenizer::add_space_prefix() const { return impl_->add_space_prefix; }
 bool Tokenizer::is_eog(int32_t id) const { return id != kNullToken && impl_->eog.count(id) > 0; }
 
-const std::string& Tokenizer::token_text(int32_t id) const { return checked(impl_, id).texts[id]; }
+std::string_view Tokenizer::token_text(int32_t id) const { return checked(impl_, id).text(id); }
 float Tokenizer::token_score(int32_t id) const { return checked(impl_, id).scores[id]; }
 uint32_t Tokenizer::token_attrs(int32_t id) const { return checked(impl_, id).attrs[id]; }
 int32_t Tokenizer::find_token(std::string_view text) const { return impl_->find(text); }

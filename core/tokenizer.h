@@ -114,7 +114,7 @@ class Tokenizer {
   bool is_eog(int32_t id) const;
 
   // Vocabulary entries; Error(invalid_argument) for an id outside [0, n_vocab).
-  const std::string& token_text(int32_t id) const;
+  std::string_view token_text(int32_t id) const;  // valid as long as this Tokenizer (or a copy)
   float token_score(int32_t id) const;
   uint32_t token_attrs(int32_t id) const;
   // The id whose text is exactly `text`, or kNullToken.

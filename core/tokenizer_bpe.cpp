@@ -51,9 +51,9 @@ void merge_word(const Tokenizer::Impl& impl, std::string_view word, std::vector<
     key.assign(word.substr(l.start, l.n));
     key.push_back(' ');
     key.append(word.substr(r.start, r.n));
-    const auto it = impl.merge_ranks.find(std::string_view(key));
-    if (it == impl.merge_ranks.end()) return;
-    queue.push({left, right, it->second, l.n + r.n});
+    const int32_t rank = impl.merge_ranks.find(key);
+    if (rank == StringTable::kAbsent) return;
+    queue.push({left, right, rank, l.n + r.n});
   };
 
   for (int i = 1; i < static_cast<int>(symbols.size()); ++i) try_add(i - 1, i);

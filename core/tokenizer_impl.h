@@ -1,39 +1,29 @@
 // Internal state of a Tokenizer and the per-model algorithms; not part of the public API.
 //
-// Token texts live in `texts`; `index` maps text -> id through string_views into those strings,
-// so `texts` must never change after the index is built (an Impl is built once, then shared
-// read-only). Merge ranks are keyed by the merge line itself, "left right", and looked up with
-// a string_view (heterogeneous lookup) so that encoding allocates no key strings.
+// Token texts live in a StringTable whose entry i is token i; merge ranks in another, keyed by
+// the merge line itself, "left right". An Impl is built once, then shared read-only.
 #pragma once
 
 #include <array>
-#include <functional>
 #include <optional>
-#include <string>
 #include <string_view>
-#include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
 #include "core/pretokenizer.h"
+#include "core/string_table.h"
 #include "core/tokenizer.h"
 
 namespace sluice::core {
-
-struct StringHash {
-  using is_transparent = void;
-  size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
-};
 
 struct Tokenizer::Impl {
   TokenizerModel model = TokenizerModel::spm;
   std::optional<PreTokenizer> pre;  // byte-level BPE only
 
-  std::vector<std::string> texts;
+  StringTable vocab;  // entry i: text of token i, value i
   std::vector<float> scores;
   std::vector<uint32_t> attrs;  // token_attr bits
-  std::unordered_map<std::string_view, int32_t> index;
-  std::unordered_map<std::string, int32_t, StringHash, std::equal_to<>> merge_ranks;
+  StringTable merge_ranks;      // "left right" -> rank
 
   int32_t bos = kNullToken, eos = kNullToken, eot = kNullToken, eom = kNullToken;
   int32_t unk = kNullToken, sep = kNullToken, pad = kNullToken, mask = kNullToken;
@@ -54,11 +44,9 @@ struct Tokenizer::Impl {
   // SentencePiece byte fallback: the token for each byte ("<0xXX>", else the 1-byte text).
   std::array<int32_t, 256> byte_tokens{};
 
-  int32_t find(std::string_view text) const {
-    const auto it = index.find(text);
-    return it == index.end() ? kNullToken : it->second;
-  }
-  int32_t n_tokens() const { return static_cast<int32_t>(texts.size()); }
+  int32_t find(std::string_view text) const { return vocab.find(text); }
+  std::string_view text(int32_t id) const { return vocab.view(static_cast<size_t>(id)); }
+  int32_t n_tokens() const { return static_cast<int32_t>(vocab.size()); }
 };
 
 // Appends the tokens of one stretch of plain text (no special tokens in it).
