@@ -20,6 +20,7 @@ struct Command {
 // Keep sorted by name; one line per subcommand.
 const Command kCommands[] = {
     {"inspect", sluice::tools::cmd_inspect, "print a GGUF model's structure, sizes and IO ceilings"},
+    {"run", sluice::tools::cmd_run, "generate text with a model held in RAM"},
 };
 
 void print_usage(FILE* out) {
