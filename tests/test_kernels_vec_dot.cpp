@@ -6,6 +6,7 @@
 #include <cmath>
 #include <string>
 
+#include "kernels/cpu/blocks.h"
 #include "kernels/cpu/dispatch.h"
 #include "kernels/quant.h"
 #include "tests/kernels_reference.h"
@@ -28,6 +29,36 @@ std::vector<std::byte> quantize_with(const KernelTable& table, GgmlType type, co
 }
 
 const KernelTable& scalar() { return sluice::kernels::cpu::scalar_kernels(); }
+
+// A row of random bytes with every f16 scale field replaced by a small finite value, so that
+// every bit pattern of the packed quants and sub-block scales is exercised.
+std::vector<std::byte> random_blocks(GgmlType type, int64_t n, uint32_t seed) {
+  namespace cpu = sluice::kernels::cpu;
+  std::mt19937 rng(seed);
+  std::vector<std::byte> bytes(sluice::ggml_row_bytes(type, uint64_t(n)));
+  for (auto& b : bytes) b = std::byte(rng() & 0xff);
+  const auto& traits = sluice::ggml_traits(type);
+  auto half = [&](uint16_t& field) { field = cpu::f32_to_fp16(float(rng() % 1000 + 1) * 1e-4f); };
+  for (int64_t i = 0; i < n / int64_t(traits.block_size); ++i) {
+    std::byte* b = bytes.data() + size_t(i) * traits.type_size;
+    switch (type) {
+      case GgmlType::Q4_0: half(reinterpret_cast<cpu::BlockQ4_0*>(b)->d); break;
+      case GgmlType::Q4_1: half(reinterpret_cast<cpu::BlockQ4_1*>(b)->d); half(reinterpret_cast<cpu::BlockQ4_1*>(b)->m); break;
+      case GgmlType::Q5_0: half(reinterpret_cast<cpu::BlockQ5_0*>(b)->d); break;
+      case GgmlType::Q5_1: half(reinterpret_cast<cpu::BlockQ5_1*>(b)->d); half(reinterpret_cast<cpu::BlockQ5_1*>(b)->m); break;
+      case GgmlType::Q8_0: half(reinterpret_cast<cpu::BlockQ8_0*>(b)->d); break;
+      case GgmlType::IQ4_NL: half(reinterpret_cast<cpu::BlockIq4Nl*>(b)->d); break;
+      case GgmlType::MXFP4: reinterpret_cast<cpu::BlockMxfp4*>(b)->e = uint8_t(110 + rng() % 20); break;
+      case GgmlType::Q2_K: half(reinterpret_cast<cpu::BlockQ2_K*>(b)->d); half(reinterpret_cast<cpu::BlockQ2_K*>(b)->dmin); break;
+      case GgmlType::Q3_K: half(reinterpret_cast<cpu::BlockQ3_K*>(b)->d); break;
+      case GgmlType::Q4_K: half(reinterpret_cast<cpu::BlockQ4_K*>(b)->d); half(reinterpret_cast<cpu::BlockQ4_K*>(b)->dmin); break;
+      case GgmlType::Q5_K: half(reinterpret_cast<cpu::BlockQ5_K*>(b)->d); half(reinterpret_cast<cpu::BlockQ5_K*>(b)->dmin); break;
+      case GgmlType::Q6_K: half(reinterpret_cast<cpu::BlockQ6_K*>(b)->d); break;
+      default: break;
+    }
+  }
+  return bytes;
+}
 const KernelTable& best() { return sluice::kernels::cpu::best_kernels(); }
 
 }  // namespace
@@ -93,6 +124,31 @@ TEST_CASE("SIMD dot products match the scalar reference within normalized MSE 1e
     CHECK(norm > 0);
     CHECK(err / norm <= 1e-10);
   }
+}
+
+TEST_CASE("SIMD dot products match the scalar reference on random bit patterns of every block field") {
+  for (GgmlType type : kWeightTypes) {
+    if (type == GgmlType::F32 || type == GgmlType::F16 || type == GgmlType::BF16) continue;
+    const GgmlType act_type = sluice::kernels::vec_dot_type(type);
+    double err = 0, norm = 0;
+    for (int64_t n : {256, 2048, 18432}) {
+      const auto w = random_blocks(type, n, uint32_t(n) + 5);
+      const auto act = quantize_with(scalar(), act_type, random_row(n, uint32_t(n) + 6));
+      const double a = best().vec_dot[size_t(type)](w.data(), act.data(), n);
+      const double b = scalar().vec_dot[size_t(type)](w.data(), act.data(), n);
+      err += (a - b) * (a - b);
+      norm += b * b;
+    }
+    INFO(sluice::ggml_type_name(type) << " nmse " << err / norm);
+    CHECK(err / norm <= 1e-10);
+  }
+}
+
+TEST_CASE("the dispatch table uses AVX2 kernels on a CPU that has AVX2, FMA and F16C") {
+  __builtin_cpu_init();
+  const bool has_avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+  CHECK(std::string(best().isa) == (has_avx2 ? "avx2" : "scalar"));
+  CHECK(std::string(scalar().isa) == "scalar");
 }
 
 TEST_CASE("the reference quantizers lose at most 1.25x the RMS error of ggml's own quantization") {
