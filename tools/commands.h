@@ -7,5 +7,7 @@ namespace sluice::tools {
 
 int cmd_inspect(int argc, char** argv);
 int cmd_run(int argc, char** argv);
+// sluice bench kernels: matvec GB/s per weight type against streaming-read bandwidth.
+int cmd_bench_kernels(int argc, char** argv);
 
 }  // namespace sluice::tools

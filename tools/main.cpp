@@ -19,6 +19,7 @@ struct Command {
 
 // Keep sorted by name; one line per subcommand.
 const Command kCommands[] = {
+    {"bench-kernels", sluice::tools::cmd_bench_kernels, "matvec GB/s per weight type vs memory bandwidth"},
     {"inspect", sluice::tools::cmd_inspect, "print a GGUF model's structure, sizes and IO ceilings"},
     {"run", sluice::tools::cmd_run, "generate text with a model held in RAM"},
 };
