@@ -5,6 +5,7 @@
 
 namespace sluice::tools {
 
+int cmd_index(int argc, char** argv);
 int cmd_inspect(int argc, char** argv);
 
 }  // namespace sluice::tools

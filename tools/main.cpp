@@ -19,6 +19,7 @@ struct Command {
 
 // Keep sorted by name; one line per subcommand.
 const Command kCommands[] = {
+    {"index", sluice::tools::cmd_index, "digest every shard extent (XXH3-64) into a sidecar manifest"},
     {"inspect", sluice::tools::cmd_inspect, "print a GGUF model's structure, sizes and IO ceilings"},
 };
 
