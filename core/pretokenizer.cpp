@@ -21,9 +21,10 @@ constexpr const char* kGpt2 =
 constexpr const char* kLlama3 =
     R"re((?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}\p{Cn}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)re";
 
-// Qwen2 goes through std::regex; category collapsing changes nothing for its classes.
+// llama.cpp's Qwen2 scanner (unicode_regex_split_custom_qwen2): the Llama 3 scanner with single
+// digits.
 constexpr const char* kQwen2 =
-    R"re((?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)re";
+    R"re((?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}\p{Cn}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)re";
 
 // llama.cpp's Kimi-K2 scanner (unicode_regex_split_custom_kimi_k2). (?:(?!HAN)\p{L}) is "a
 // letter outside llama.cpp's Han blocks".
@@ -34,12 +35,12 @@ constexpr const char* kKimiK2 =
     R"re((?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?|\p{N}{1,3}| ?[^\s\p{L}\p{N}\p{Cn}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)re";
 #undef SLUICE_KIMI_HAN
 
-// DeepSeek-V3: three std::regex passes. In the third, '~' is neither \p{P} nor \p{S} under
-// llama.cpp's category collapsing, so it may lead a letter run and never joins a symbol run.
+// DeepSeek-V3: three std::regex passes; category collapsing changes nothing for their classes
+// (llama.cpp's collapsed \p{S} lacked '~' until mid-2026; the reference build has the fix).
 constexpr const char* kDeepseekV3Numbers = R"re(\p{N}{1,3})re";
 constexpr const char* kDeepseekV3Cjk = R"re([\x{4E00}-\x{9FA5}\x{3040}-\x{309F}\x{30A0}-\x{30FF}]+)re";
 constexpr const char* kDeepseekV3Words =
-    R"re([!"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+|(?:[^\r\n\p{L}\p{P}\p{S}]|~)?[\p{L}\p{M}]+| ?(?:(?!~)[\p{P}\p{S}])+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)re";
+    R"re([!"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+|[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+| ?[\p{P}\p{S}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)re";
 
 // DeepSeek LLM: six std::regex passes; the letter class is the published one, spelled out.
 constexpr const char* kDeepseekLlmNewline = "[\\r\\n]";
@@ -72,7 +73,7 @@ const std::vector<PreSpec>& pre_specs() {
   static const std::vector<PreSpec> specs = {
       {{"gpt-2"}, {{kGpt2, Gaps::per_code_point}}, false, false, true},
       {{"llama-bpe", "llama3", "llama-v3"}, {{kLlama3, Gaps::per_code_point}}, true, true, true},
-      {{"qwen2", "deepseek-r1-qwen"}, {{kQwen2, Gaps::whole}}, false, false, false},
+      {{"qwen2", "deepseek-r1-qwen"}, {{kQwen2, Gaps::per_code_point}}, false, false, false},
       {{"deepseek-v3"},
        {{kDeepseekV3Numbers, Gaps::whole}, {kDeepseekV3Cjk, Gaps::whole}, {kDeepseekV3Words, Gaps::whole}},
        false, false, false},

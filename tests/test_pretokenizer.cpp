@@ -54,12 +54,11 @@ TEST_CASE("llama-bpe groups digits by three, folds case in contractions and keep
   CHECK(split("llama3", "ab12") == split("llama-bpe", "ab12"));
 }
 
-TEST_CASE("qwen2 splits single digits and keeps unassigned code points in symbol runs") {
+TEST_CASE("qwen2 splits single digits and keeps unassigned code points apart like llama.cpp's scanner") {
   CHECK(split("qwen2", "1234") == Words{"1", "2", "3", "4"});
   CHECK(split("qwen2", "Hello, world") == Words{"Hello", ",", " world"});
   CHECK(split("qwen2", "a~~b") == Words{"a", "~~", "b"});
-  // llama.cpp runs qwen2 through std::regex, where U+0378 is just "other".
-  CHECK(split("qwen2", "!\xCD\xB8!") == Words{"!\xCD\xB8!"});
+  CHECK(split("qwen2", "!\xCD\xB8!") == Words{"!", "\xCD\xB8", "!"});
 }
 
 TEST_CASE("kimi-k2 splits Han runs from other letters without splitting on case") {
@@ -91,11 +90,12 @@ TEST_CASE("deepseek-v3 cuts numbers, then CJK, then words and symbols") {
   CHECK(split("deepseek-v3", "e\xCC\x81x") == Words{"e\xCC\x81x"});
 }
 
-TEST_CASE("deepseek-v3 treats '~' as llama.cpp's category collapsing does") {
-  // '~' is neither \p{P} nor \p{S} there: it may lead a letter run, never joins a symbol run,
-  // and a run of it is left over as one word.
-  CHECK(split("deepseek-v3", "~\xC3\xA9") == Words{"~\xC3\xA9"});  // ~é
-  CHECK(split("deepseek-v3", "x ~~~") == Words{"x", " ", "~~~"});
+TEST_CASE("deepseek-v3 treats '~' as a symbol, as llama.cpp does since #26972") {
+  // A symbol cannot lead a letter run; " ~~~" is one symbol run with its space.
+  CHECK(split("deepseek-v3", "~\xC3\xA9") == Words{"~", "\xC3\xA9"});  // ~é
+  CHECK(split("deepseek-v3", "x ~~~") == Words{"x", " ~~~"});
+  // Text no alternative matches (a lone zero-width joiner) stays one word per gap.
+  CHECK(split("deepseek-v3", "a \xE2\x80\x8D\xE2\x80\x8D") == Words{"a", " ", "\xE2\x80\x8D\xE2\x80\x8D"});
 }
 
 TEST_CASE("deepseek-llm cuts newlines first and keeps a space in front of words") {
