@@ -1,5 +1,7 @@
 #include "core/pretokenizer.h"
 
+#include <algorithm>
+
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
 
@@ -90,6 +92,35 @@ const std::vector<PreSpec>& pre_specs() {
   return specs;
 }
 
+// llama.cpp's whitespace: the Unicode White_Space property. PCRE2's \s also takes U+180E, which
+// stopped being a space in Unicode 6.3, so every \s and \S is rewritten to this exact set.
+constexpr std::string_view kWhitespace =
+    "\\t-\\r \\x{85}\\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}";
+
+std::string with_llama_whitespace(std::string_view pattern) {
+  std::string out;
+  bool in_class = false;
+  for (size_t i = 0; i < pattern.size(); ++i) {
+    const char c = pattern[i];
+    if (c == '\\' && i + 1 < pattern.size()) {
+      const char next = pattern[++i];
+      if (next == 's') {
+        out += in_class ? std::string(kWhitespace) : "[" + std::string(kWhitespace) + "]";
+      } else if (next == 'S' && !in_class) {
+        out += "[^" + std::string(kWhitespace) + "]";
+      } else {
+        out += c;
+        out += next;
+      }
+      continue;
+    }
+    if (c == '[') in_class = true;
+    if (c == ']') in_class = false;
+    out += c;
+  }
+  return out;
+}
+
 struct CodeDeleter {
   void operator()(pcre2_code* code) const { pcre2_code_free(code); }
 };
@@ -111,10 +142,11 @@ PreTokenizer::Pass compile(const PassSpec& spec, std::string_view pre) {
   // defined on the surrogate bytes that llama-style decoding can let through; DOLLAR_ENDONLY
   // gives $ std::regex's meaning (end of subject only).
   const uint32_t options = PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF | PCRE2_DOLLAR_ENDONLY;
+  const std::string pattern = with_llama_whitespace(spec.pattern);
   int error = 0;
   PCRE2_SIZE error_offset = 0;
-  pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(spec.pattern), PCRE2_ZERO_TERMINATED,
-                                   options, &error, &error_offset, nullptr);
+  pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(), options, &error,
+                                   &error_offset, nullptr);
   if (code == nullptr) {
     PCRE2_UCHAR message[256];
     pcre2_get_error_message(error, message, sizeof(message));

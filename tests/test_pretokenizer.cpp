@@ -35,6 +35,14 @@ TEST_CASE("gpt-2 keeps llama.cpp's scanner quirk: unassigned code points stand a
   CHECK(split("gpt-2", "a\xCD\xB8\xCD\xB9" "b") == Words{"a", "\xCD\xB8", "\xCD\xB9", "b"});
 }
 
+TEST_CASE("whitespace is llama.cpp's set: NEL is a space, U+180E is not") {
+  // "a<NEL><NEL>b": \s+(?!\S) leaves the last NEL to the next match, which is \s+ alone.
+  CHECK(split("gpt-2", "a\xC2\x85\xC2\x85" "b") == Words{"a", "\xC2\x85", "\xC2\x85", "b"});
+  // U+180E is a format character: it joins a symbol run.
+  CHECK(split("gpt-2", "!\xE1\xA0\x8E!") == Words{"!\xE1\xA0\x8E!"});
+  CHECK(split("qwen2", "x\xE1\xA0\x8E") == Words{"x", "\xE1\xA0\x8E"});
+}
+
 TEST_CASE("malformed UTF-8 comes out of the pre-tokenizer as U+FFFD, as in llama.cpp") {
   // A stray continuation byte and a truncated 3-byte sequence each become one U+FFFD.
   CHECK(split("gpt-2", "a\x80") == Words{"a", "\xEF\xBF\xBD"});
