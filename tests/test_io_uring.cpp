@@ -3,7 +3,11 @@
 #include <doctest/doctest.h>
 
 #include <fcntl.h>
+#include <linux/capability.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -76,6 +80,71 @@ TEST_CASE("registering a 64 MiB arena either succeeds or falls back, and reads s
   CHECK_FALSE(reader.register_buffer({}));
   CHECK_FALSE(reader.region_registered());
   read_into_arena(reader, f, arena.span(), 4);
+}
+
+namespace {
+
+// Drops CAP_IPC_LOCK so io_uring accounts pinned pages against RLIMIT_MEMLOCK, as it does for
+// an unprivileged user.
+bool drop_ipc_lock() {
+  __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
+  __user_cap_data_struct data[2]{};
+  if (::syscall(SYS_capget, &header, data) != 0) return false;
+  data[CAP_IPC_LOCK / 32].effective &= ~(1u << (CAP_IPC_LOCK % 32));
+  data[CAP_IPC_LOCK / 32].permitted &= ~(1u << (CAP_IPC_LOCK % 32));
+  return ::syscall(SYS_capset, &header, data) == 0;
+}
+
+}  // namespace
+
+TEST_CASE("under an 8 MiB memlock limit a 64 MiB arena falls back and reads stay exact") {
+  TestFile f = make_file("memlock");
+  // In a child: capabilities and limits are per process, and dropping them is one-way.
+  pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    rlimit limit{8u << 20, 8u << 20};
+    if (!drop_ipc_lock() || ::setrlimit(RLIMIT_MEMLOCK, &limit) != 0) ::_exit(3);
+    try {
+      io::UringReader reader(f.path.string());
+      io::AlignedBuffer arena(64u << 20);
+      if (reader.register_buffer(arena.span())) ::_exit(1);
+      if (reader.stats().registration_failures == 0 || reader.region_registered()) ::_exit(4);
+      auto extents = test::random_extents(f.bytes.size(), 40, 21);
+      uint64_t at = 0;
+      for (auto& e : extents) {
+        e.length = std::min<uint64_t>(e.length, 1u << 20);
+        e.dst = arena.data() + at;
+        at += e.length + 1;
+      }
+      reader.submit(extents);
+      std::vector<io::Completion> done(extents.size());
+      size_t n = 0;
+      while (n < extents.size()) n += reader.reap(std::span(done).subspan(n), 1);
+      for (const auto& c : done) {
+        if (c.result != static_cast<int64_t>(c.request.length) ||
+            std::memcmp(c.request.dst, f.bytes.data() + c.request.offset, c.request.length) != 0) {
+          ::_exit(2);
+        }
+      }
+    } catch (...) {
+      ::_exit(5);
+    }
+    ::_exit(0);
+  }
+  int status = 0;
+  REQUIRE(::waitpid(pid, &status, 0) == pid);
+  REQUIRE(WIFEXITED(status));
+  int code = WEXITSTATUS(status);
+  if (code == 3) {
+    MESSAGE("skipped: cannot drop CAP_IPC_LOCK or set RLIMIT_MEMLOCK here");
+    return;
+  }
+  CHECK_MESSAGE(code != 1, "a 64 MiB registration passed under an 8 MiB memlock limit");
+  CHECK_MESSAGE(code != 4, "the refused registration was not counted");
+  CHECK_MESSAGE(code != 2, "bytes differ after the registration fallback");
+  CHECK_MESSAGE(code != 5, "the reader threw after the registration fallback");
+  CHECK(code == 0);
 }
 
 TEST_CASE("a region the kernel refuses to register falls back silently but counted") {
