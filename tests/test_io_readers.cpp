@@ -2,7 +2,9 @@
 // reject reads past the end and unreadable files with errors that name the path and offset.
 #include <doctest/doctest.h>
 
+#include <atomic>
 #include <cerrno>
+#include <thread>
 #include <filesystem>
 
 #include "common/error.h"
@@ -159,4 +161,62 @@ TEST_CASE("zero-length reads complete at once with result 0") {
   REQUIRE(reader.reap({&c, 1}, 1) == 1);
   CHECK(c.result == 0);
   CHECK(c.request.tag == 5);
+}
+
+TEST_CASE("one thread submits, another reaps and a third reads synchronously, on every backend") {
+  TestFile f = make_file(disk_or_temp("threads"));
+  for (io::IoKind kind : {io::IoKind::uring, io::IoKind::pread}) {
+    CAPTURE(io::to_string(kind));
+    io::IoOptions o;
+    o.kind = kind;
+    o.queue_depth = 16;
+    auto opened = io::open_reader(f.path.string(), o);
+    io::Reader& reader = *opened.reader;
+    auto extents = test::random_extents(f.bytes.size(), 200, 57);
+    std::vector<std::vector<std::byte>> buffers(extents.size());
+    for (size_t i = 0; i < extents.size(); ++i) {
+      buffers[i].resize(extents[i].length);
+      extents[i].dst = buffers[i].data();
+    }
+    std::atomic<size_t> submitted{0};
+    std::thread producer([&] {
+      for (size_t i = 0; i < extents.size(); i += 5) {
+        size_t n = std::min<size_t>(5, extents.size() - i);
+        reader.submit(std::span(extents).subspan(i, n));
+        submitted += n;
+      }
+    });
+    std::atomic<int> sync_bad{0};
+    std::thread syncer([&] {
+      std::vector<std::byte> buf(70000);
+      for (uint64_t k = 0; k < 20; ++k) {
+        uint64_t offset = (k * 1234567) % (f.bytes.size() - buf.size());
+        reader.read_sync(offset, buf);
+        if (std::memcmp(buf.data(), f.bytes.data() + offset, buf.size()) != 0) ++sync_bad;
+      }
+    });
+    size_t received = 0, bad = 0;
+    io::Completion done[16];
+    while (received < extents.size()) {
+      if (reader.in_flight() == 0) {
+        std::this_thread::yield();
+        continue;
+      }
+      size_t n = reader.reap(done, 1);
+      for (size_t k = 0; k < n; ++k) {
+        const auto& c = done[k];
+        if (c.result != static_cast<int64_t>(c.request.length) ||
+            std::memcmp(c.request.dst, f.bytes.data() + c.request.offset, c.request.length) != 0) {
+          ++bad;
+        }
+      }
+      received += n;
+    }
+    producer.join();
+    syncer.join();
+    CHECK(received == extents.size());
+    CHECK(bad == 0);
+    CHECK(sync_bad == 0);
+    CHECK(reader.in_flight() == 0);
+  }
 }
