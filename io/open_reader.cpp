@@ -12,7 +12,7 @@ namespace {
 
 std::unique_ptr<Reader> make_pread(const std::string& path, const IoOptions& options) {
   PreadOptions p;
-  p.workers = options.pread_workers ? options.pread_workers : std::min(options.queue_depth, 8u);
+  p.workers = options.pread_workers ? options.pread_workers : std::min(options.queue_depth, 32u);
   p.drop_cache_after_read = true;
   return std::make_unique<PreadReader>(path, p);
 }

@@ -27,7 +27,7 @@ struct IoOptions {
   IoKind kind = IoKind::automatic;
   unsigned queue_depth = 64;          // uring SQ depth; pread: also caps the worker count
   bool direct = true;
-  unsigned pread_workers = 0;         // 0: min(queue_depth, 8)
+  unsigned pread_workers = 0;         // 0: min(queue_depth, 32)
   uint64_t staging_bytes = 4u << 20;  // uring bounce area (unaligned heads, tails, destinations)
   bool simulate_uring_failure = false;   // tests: as if io_uring_queue_init failed
   bool simulate_direct_refused = false;  // tests: as if the file system refused O_DIRECT
