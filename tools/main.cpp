@@ -20,6 +20,7 @@ struct Command {
 // Keep sorted by name; one line per subcommand.
 const Command kCommands[] = {
     {"inspect", sluice::tools::cmd_inspect, "print a GGUF model's structure, sizes and IO ceilings"},
+    {"tune", sluice::tools::cmd_tune, "replay a routing trace through cache policies and budgets"},
 };
 
 void print_usage(FILE* out) {
