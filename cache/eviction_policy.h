@@ -17,7 +17,9 @@
 // `candidates` holds only shards that may legally go: resident, landed, unpinned, in the size
 // class the incoming shard needs. Pinned shards never appear, so a policy cannot evict a shard
 // in use. It is never empty (the caller raises a budget error instead). A policy returns an
-// index into it. Every accessed shard is made resident before use: there is no bypass.
+// index into it, and its choice must not depend on the order of `candidates` (break ties by
+// something per shard, e.g. last access), so the cache and the simulator, which list candidates
+// in different orders, decide alike. Every accessed shard is made resident before use: there is no bypass.
 //
 // Per-shard state is indexed densely by shard_index(key, n_expert). A policy instance is used by
 // one cache at a time; the cache serialises calls under its lock.

@@ -38,6 +38,8 @@ class PredictPolicy final : public EvictionPolicy {
     visits_.assign(g.n_layer, 0);
     visit_token_.assign(g.n_layer, 0);
     last_use_.assign(g.n_shards(), 0);
+    touched_.assign(g.n_shards(), 0);
+    tick_ = 0;
     gap_at_visit_.assign(g.n_shards(), kMaxGap);
     used_count_.assign(g.n_shards(), 0.0);
     layer_count_.assign(g.n_layer, 0.0);
@@ -59,11 +61,13 @@ class PredictPolicy final : public EvictionPolicy {
   }
 
   void on_token() override { ++token_; }
+  void on_insert(ShardKey key) override { touched_[shard_index(key, g_.n_expert)] = ++tick_; }
 
   void on_access(ShardKey key, bool) override {
     uint32_t l = key.layer;
     if (visit_token_[l] != token_ || l != cur_layer_) start_visit(l);
     size_t i = shard_index(key, g_.n_expert);
+    touched_[i] = ++tick_;
     if (last_use_[i] != visits_[l]) {  // first use in this visit: a reuse success
       hits_[gap_at_visit_[i]] += 1.0;
       last_use_[i] = visits_[l];
@@ -73,11 +77,17 @@ class PredictPolicy final : public EvictionPolicy {
   }
 
   size_t choose_victim(std::span<const ShardKey> candidates, ShardKey) override {
+    // Ties (common: equal gaps, equal distance) go to the least recently touched shard, so the
+    // choice never depends on the order of `candidates`.
     size_t best = 0;
     double worst = -1.0;
     for (size_t c = 0; c < candidates.size(); ++c) {
       double t = expected_next_use(candidates[c]);
-      if (t > worst) worst = t, best = c;
+      if (t > worst || (t == worst && touched_[shard_index(candidates[c], g_.n_expert)] <
+                                          touched_[shard_index(candidates[best], g_.n_expert)])) {
+        worst = t;
+        best = c;
+      }
     }
     return best;
   }
@@ -123,6 +133,8 @@ class PredictPolicy final : public EvictionPolicy {
   std::vector<uint64_t> visits_;
   std::vector<uint64_t> visit_token_;
   std::vector<uint64_t> last_use_;      // visit index of last use, 0 = never
+  std::vector<uint64_t> touched_;       // tick of last access or load, for tie-breaks
+  uint64_t tick_ = 0;
   std::vector<uint32_t> gap_at_visit_;  // gap bucket at the start of the current visit
   std::vector<double> used_count_;
   std::vector<double> layer_count_;
