@@ -24,7 +24,8 @@ std::unique_ptr<EvictionPolicy> make_policy(std::string_view name, const PolicyO
     }
     return make_hot_pin_policy(*options.profile, options.hot_fraction);
   }
-  if (name == "predict") return make_predict_policy(options.profile, options.predict_freq_weight);
+  if (name == "predict") return make_predict_policy(options.profile, options.predict_freq_weight, options.predict_score,
+                               options.predict_runs);
   if (name == "belady") {
     if (options.future.empty()) {
       throw Error(ErrorCode::invalid_argument,

@@ -82,6 +82,8 @@ struct PolicyOptions {
   double freq_lambda = 0.1;                // freq (LRFU): weight of an access halves per 1/λ tokens
   double hot_fraction = 0.5;               // hot-pin: share of capacity pinned by profile
   double predict_freq_weight = 0.5;        // predict: exponent on relative expert frequency
+  int predict_score = 0;                   // predict: 0 expected next use, 1 hit density p/d
+  bool predict_runs = false;               // predict: condition reuse on the run of consecutive uses
 };
 
 // Names: lru, lfu, lru-quota, freq, hot-pin, predict, belady.
@@ -98,7 +100,8 @@ std::unique_ptr<EvictionPolicy> make_lfu_policy(double half_life_tokens);
 std::unique_ptr<EvictionPolicy> make_lru_quota_policy();
 std::unique_ptr<EvictionPolicy> make_freq_policy(double lambda);
 std::unique_ptr<EvictionPolicy> make_hot_pin_policy(const ExpertProfile& profile, double hot_fraction);
-std::unique_ptr<EvictionPolicy> make_predict_policy(const ExpertProfile* profile, double freq_weight);
+std::unique_ptr<EvictionPolicy> make_predict_policy(const ExpertProfile* profile, double freq_weight,
+                                                    int score = 0, bool runs = false);
 std::unique_ptr<EvictionPolicy> make_belady_policy(std::span<const ShardKey> future);
 
 }  // namespace sluice::cache

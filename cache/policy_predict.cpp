@@ -22,11 +22,12 @@ namespace sluice::cache {
 namespace {
 
 constexpr uint32_t kMaxGap = kMaxReuseGap;
+constexpr uint32_t kMaxRun = 8;
 
 class PredictPolicy final : public EvictionPolicy {
  public:
-  PredictPolicy(const ExpertProfile* profile, double freq_weight)
-      : freq_weight_(freq_weight) {
+  PredictPolicy(const ExpertProfile* profile, double freq_weight, int score, bool runs)
+      : freq_weight_(freq_weight), score_(score), runs_(runs) {
     if (profile != nullptr && !profile->empty()) profile_ = *profile;
   }
   std::string_view name() const override { return "predict"; }
@@ -40,6 +41,9 @@ class PredictPolicy final : public EvictionPolicy {
     last_use_.assign(g.n_shards(), 0);
     touched_.assign(g.n_shards(), 0);
     tick_ = 0;
+    run_.assign(g.n_shards(), 0);
+    run_trials_.assign(kMaxRun + 1, 4.0);
+    run_hits_.assign(kMaxRun + 1, 4.0 * static_cast<double>(g.n_expert_used) / std::max(1u, g.n_expert));
     gap_at_visit_.assign(g.n_shards(), kMaxGap);
     used_count_.assign(g.n_shards(), 0.0);
     layer_count_.assign(g.n_layer, 0.0);
@@ -70,6 +74,8 @@ class PredictPolicy final : public EvictionPolicy {
     touched_[i] = ++tick_;
     if (last_use_[i] != visits_[l]) {  // first use in this visit: a reuse success
       hits_[gap_at_visit_[i]] += 1.0;
+      if (gap_at_visit_[i] == 0) run_hits_[std::min(run_[i], kMaxRun)] += 1.0;
+      run_[i] = gap_at_visit_[i] == 0 ? run_[i] + 1 : 1;
       last_use_[i] = visits_[l];
       used_count_[i] += 1.0;
       layer_count_[l] += 1.0;
@@ -104,6 +110,7 @@ class PredictPolicy final : public EvictionPolicy {
                                        : static_cast<uint32_t>(std::min<uint64_t>(v - 1 - last_use_[i], kMaxGap));
       gap_at_visit_[i] = gap;
       trials_[gap] += 1.0;
+      if (gap == 0) run_trials_[std::min(run_[i], kMaxRun)] += 1.0;
     }
   }
 
@@ -117,16 +124,25 @@ class PredictPolicy final : public EvictionPolicy {
                        ? kMaxGap
                        : static_cast<uint32_t>(std::min<uint64_t>(visits_[k.layer] - last_use_[i], kMaxGap));
     double p = hits_[gap] / trials_[gap];
+    if (runs_ && gap == 0) {
+      uint32_t r = std::min(run_[i], kMaxRun);
+      p = run_hits_[r] / run_trials_[r];
+    }
     if (freq_weight_ != 0.0 && layer_count_[k.layer] > 0) {
       double mean = layer_count_[k.layer] / g_.n_expert;
       p *= std::pow((used_count_[i] + 1.0) / (mean + 1.0), freq_weight_);
     }
     p = std::clamp(p, 1e-4, 1.0);
+    if (score_ == 1) return static_cast<double>(d) / p;
     return static_cast<double>(d) + L * (1.0 - p) / p;
   }
 
   ExpertProfile profile_;
   double freq_weight_;
+  int score_;
+  bool runs_;
+  std::vector<uint32_t> run_;             // consecutive visits used, ending at last_use_
+  std::vector<double> run_trials_, run_hits_;  // gap-0 reuse by run length
   PolicyGeometry g_;
   uint64_t token_ = 1;
   uint32_t cur_layer_ = 0;
@@ -144,8 +160,9 @@ class PredictPolicy final : public EvictionPolicy {
 
 }  // namespace
 
-std::unique_ptr<EvictionPolicy> make_predict_policy(const ExpertProfile* profile, double freq_weight) {
-  return std::make_unique<PredictPolicy>(profile, freq_weight);
+std::unique_ptr<EvictionPolicy> make_predict_policy(const ExpertProfile* profile, double freq_weight, int score,
+                                                    bool runs) {
+  return std::make_unique<PredictPolicy>(profile, freq_weight, score, runs);
 }
 
 }  // namespace sluice::cache
