@@ -4,6 +4,7 @@
 
 #include "common/error.h"
 #include "kernels/activations.h"
+#include "kernels/dot_f32.h"
 #include "kernels/quant.h"
 #include "kernels/rms_norm.h"
 #include "kernels/vec_ops.h"
@@ -101,7 +102,8 @@ Session::Session(const Model& model, ExpertSource& experts, kernels::ThreadPool&
   const int64_t n_ctx = kv_.n_ctx();
   const GgmlType qt = kernels::vec_dot_type(kv_.type());
   slot_bytes_ = align_up(sz(n_ctx) * 4) + align_up(sz(n_ctx) * 2) +
-                align_up(ggml_row_bytes(qt, static_cast<uint64_t>(k_len))) + align_up(sz(v_len) * 4);
+                align_up(ggml_row_bytes(qt, static_cast<uint64_t>(k_len))) + align_up(sz(v_len) * 4) +
+                align_up(sz(n_ctx) * 4);
   slots_.resize(slot_bytes_ * sz(n_slots_));
 }
 
@@ -116,7 +118,11 @@ uint64_t Session::scratch_bytes() const {
          4 * (route_ids_.size() + route_groups_.size() + expert_list_.size() + gather_.size());
 }
 
-void Session::matmul(const kernels::WeightMatrix& w, const float* x, int64_t n, float* y) {
+void Session::matmul(const kernels::WeightMatrix& w, const float* x, int64_t n, float* y, bool contiguous) {
+  if (w.type == GgmlType::F32) {
+    kernels::matmul_f32_ggml(w, {x, sz(n * w.n_cols)}, n, {y, sz(n * w.n_rows)}, contiguous, pool_);
+    return;
+  }
   kernels::matmul(w, {x, sz(n * w.n_cols)}, n, {y, sz(n * w.n_rows)}, mm_scratch_, pool_);
 }
 

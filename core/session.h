@@ -80,7 +80,9 @@ class Session {
   void ffn_dense(const Tensor& gate, const Tensor& up, const Tensor& down, int64_t n, float* out);
   void ffn_moe(int64_t il, int64_t n, int64_t start_pos, float* out);
   void route(int64_t il, int64_t n, int64_t start_pos);
-  void matmul(const kernels::WeightMatrix& w, const float* x, int64_t n, float* y);
+  // `contiguous`: a plain mul_mat of a contiguous activation (false for mul_mat_id and permuted
+  // inputs), which decides ggml's summation order for F32 weights (kernels/dot_f32.h).
+  void matmul(const kernels::WeightMatrix& w, const float* x, int64_t n, float* y, bool contiguous = true);
 
   const Model& model_;
   ExpertSource& experts_;
