@@ -1,6 +1,7 @@
 #include "core/session.h"
 
 #include <algorithm>
+#include <cstdlib>
 
 #include "common/error.h"
 #include "kernels/activations.h"
@@ -86,7 +87,10 @@ Session::Session(const Model& model, ExpertSource& experts, kernels::ThreadPool&
 
   size_t mm = 0;
   auto need = [&](const Tensor& t) {
-    if (t.ne[0] > 0 && (t.data || t.row_bytes)) mm = std::max(mm, kernels::matmul_scratch_bytes(t.type, t.ne[0], B));
+    if (t.ne[0] > 0 && (t.data || t.row_bytes)) {
+      mm = std::max(mm, kernels::matmul_scratch_bytes(t.type, t.ne[0], B));
+      if (t.type == GgmlType::F16) mm = std::max(mm, sz(t.ne[0] * B) * 4);
+    }
   };
   need(model.output());
   for (int64_t il = 0; il < c.n_layer; ++il) {
@@ -121,6 +125,12 @@ uint64_t Session::scratch_bytes() const {
 void Session::matmul(const kernels::WeightMatrix& w, const float* x, int64_t n, float* y, bool contiguous) {
   if (w.type == GgmlType::F32) {
     kernels::matmul_f32_ggml(w, {x, sz(n * w.n_cols)}, n, {y, sz(n * w.n_rows)}, contiguous, pool_);
+    return;
+  }
+  if (w.type == GgmlType::F16 && w.n_cols <= 8192) {
+    static const bool keep = std::getenv("SLUICE_F16_KEEP") != nullptr;
+    kernels::matmul_f16_ggml(w, {x, sz(n * w.n_cols)}, n, {y, sz(n * w.n_rows)}, contiguous, keep,
+                             {reinterpret_cast<float*>(mm_scratch_.data()), mm_scratch_.size() / 4}, pool_);
     return;
   }
   kernels::matmul(w, {x, sz(n * w.n_cols)}, n, {y, sz(n * w.n_rows)}, mm_scratch_, pool_);

@@ -27,6 +27,13 @@ float dot_f32_tinyblas(const float* x, const float* y, int64_t n);  // n % 16 ==
 // Y[t][n_rows] = W X[t][n_cols] for an F32 W, in the order ggml picks: tinyBLAS when
 // `contiguous` (a plain mul_mat of a contiguous activation), n_tokens >= 2 and n_cols % 16 == 0;
 // ggml_vec_dot_f32 otherwise (one token, permuted activations, mul_mat_id).
+// The same for F16 weights: products of F16 values, summed in the same two orders. The
+// activation is rounded to F16 except on the tinyBLAS path when `batch_keeps_f32` (llamafile's
+// F16 x F32 kernel). `row_scratch` holds n_cols floats per thread... (allocated per chunk on the
+// stack, at most 8192 columns).
+void matmul_f16_ggml(const WeightMatrix& w, std::span<const float> x, int64_t n_tokens, std::span<float> y,
+                     bool contiguous, bool batch_keeps_f32, std::span<float> x_scratch, ThreadPool& pool);
+
 void matmul_f32_ggml(const WeightMatrix& w, std::span<const float> x, int64_t n_tokens, std::span<float> y,
                      bool contiguous, ThreadPool& pool);
 
