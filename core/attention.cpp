@@ -79,7 +79,7 @@ void Session::attention_mla(int64_t il, int64_t n, int64_t start_pos) {
   for (int64_t h = 0; h < H; ++h) {
     for (int64_t t = 0; t < n; ++t)
       std::memcpy(head_in_.data() + t * N, q_.data() + t * H * QH + h * QH, sz(N) * 4);
-    matmul(L.wk_b.slice(h), head_in_.data(), n, head_res_.data(), /*contiguous=*/false);  // permuted q_nope
+    matmul(L.wk_b.slice(h), head_in_.data(), n, head_res_.data(), MatKind::permuted);  // q_nope view
     for (int64_t t = 0; t < n; ++t)
       std::memcpy(qcur_.data() + (t * H + h) * KR + R, head_res_.data() + t * Lkv, sz(Lkv) * 4);
   }

@@ -1,7 +1,6 @@
 #include "core/session.h"
 
 #include <algorithm>
-#include <cstdlib>
 
 #include "common/error.h"
 #include "kernels/activations.h"
@@ -122,15 +121,14 @@ uint64_t Session::scratch_bytes() const {
          4 * (route_ids_.size() + route_groups_.size() + expert_list_.size() + gather_.size());
 }
 
-void Session::matmul(const kernels::WeightMatrix& w, const float* x, int64_t n, float* y, bool contiguous) {
-  if (w.type == GgmlType::F32) {
-    kernels::matmul_f32_ggml(w, {x, sz(n * w.n_cols)}, n, {y, sz(n * w.n_rows)}, contiguous, pool_);
+void Session::matmul(const kernels::WeightMatrix& w, const float* x, int64_t n, float* y, MatKind kind) {
+  if (w.type == GgmlType::F32) {  // no conversion: a permuted activation stays on the vector path
+    kernels::matmul_f32_ggml(w, {x, sz(n * w.n_cols)}, n, {y, sz(n * w.n_rows)}, kind == MatKind::plain, pool_);
     return;
   }
-  if (w.type == GgmlType::F16 && w.n_cols <= 8192) {
-    static const bool keep = std::getenv("SLUICE_F16_KEEP") != nullptr;
-    kernels::matmul_f16_ggml(w, {x, sz(n * w.n_cols)}, n, {y, sz(n * w.n_rows)}, contiguous, keep,
-                             {reinterpret_cast<float*>(mm_scratch_.data()), mm_scratch_.size() / 4}, pool_);
+  if (w.type == GgmlType::F16 && w.n_cols <= 8192) {  // converted to F16 first, then llamafile may take it
+    kernels::matmul_f16_ggml(w, {x, sz(n * w.n_cols)}, n, {y, sz(n * w.n_rows)}, kind != MatKind::mul_mat_id,
+                             false, {reinterpret_cast<float*>(mm_scratch_.data()), mm_scratch_.size() / 4}, pool_);
     return;
   }
   kernels::matmul(w, {x, sz(n * w.n_cols)}, n, {y, sz(n * w.n_rows)}, mm_scratch_, pool_);

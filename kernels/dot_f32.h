@@ -27,10 +27,9 @@ float dot_f32_tinyblas(const float* x, const float* y, int64_t n);  // n % 16 ==
 // Y[t][n_rows] = W X[t][n_cols] for an F32 W, in the order ggml picks: tinyBLAS when
 // `contiguous` (a plain mul_mat of a contiguous activation), n_tokens >= 2 and n_cols % 16 == 0;
 // ggml_vec_dot_f32 otherwise (one token, permuted activations, mul_mat_id).
-// The same for F16 weights: products of F16 values, summed in the same two orders. The
-// activation is rounded to F16 except on the tinyBLAS path when `batch_keeps_f32` (llamafile's
-// F16 x F32 kernel). `row_scratch` holds n_cols floats per thread... (allocated per chunk on the
-// stack, at most 8192 columns).
+// The same for F16 weights (n_cols <= 8192): the activation is rounded to F16 (except on the
+// tinyBLAS path when `batch_keeps_f32`, llamafile's F16 x F32 kernel on some builds), then the
+// exact products are summed in the same two orders. `x_scratch` holds n_tokens * n_cols floats.
 void matmul_f16_ggml(const WeightMatrix& w, std::span<const float> x, int64_t n_tokens, std::span<float> y,
                      bool contiguous, bool batch_keeps_f32, std::span<float> x_scratch, ThreadPool& pool);
 
