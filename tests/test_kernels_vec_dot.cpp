@@ -156,6 +156,20 @@ TEST_CASE("SIMD dot products match the scalar reference on random bit patterns o
   }
 }
 
+TEST_CASE("the reference quantizers reproduce constant and all-zero rows") {
+  for (GgmlType type : kWeightTypes) {
+    for (float value : {0.0f, 0.25f, -3.0f}) {
+      INFO(sluice::ggml_type_name(type) << " value " << value);
+      const std::vector<float> x(512, value);
+      const auto q = quantize_with(scalar(), type, x);
+      std::vector<float> back(x.size());
+      scalar().dequantize[size_t(type)](q.data(), back.data(), int64_t(x.size()));
+      // Within the coarsest format's step: Q2_K keeps 2 bits and 4-bit sub-block scales.
+      CHECK(rms(back, x) <= 0.05 * std::fabs(value) + 1e-6);
+    }
+  }
+}
+
 TEST_CASE("the dispatch table uses AVX2 kernels on a CPU that has AVX2, FMA and F16C") {
   __builtin_cpu_init();
   const bool has_avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
