@@ -1,7 +1,6 @@
 // The scalar number-format conversions that every kernel relies on agree with the hardware
 // (F16C) and with ggml's definitions, including subnormals, ties and overflow.
 #include <doctest/doctest.h>
-
 #include <immintrin.h>
 
 #include <bit>
@@ -20,7 +19,9 @@ bool cpu_has_f16c() {
   return __builtin_cpu_supports("f16c");
 }
 
-__attribute__((target("f16c"))) uint16_t hw_f32_to_fp16(float f) { return uint16_t(_cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT)); }
+__attribute__((target("f16c"))) uint16_t hw_f32_to_fp16(float f) {
+  return uint16_t(_cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT));
+}
 __attribute__((target("f16c"))) float hw_fp16_to_f32(uint16_t h) { return _cvtsh_ss(h); }
 
 }  // namespace

@@ -68,4 +68,10 @@ inline __m256i pair_scales(__m256i dup, int k) {
   return _mm256_shuffle_epi8(dup, _mm256_set_m128i(_mm_set1_epi16(int16_t(hi)), _mm_set1_epi16(int16_t(lo))));
 }
 
+// Scale k of `dup` (from duplicate_lanes) broadcast over both lanes: one 32-value sub-block.
+inline __m256i broadcast_scale(__m256i dup, int k) {
+  const int idx = ((2 * k + 1) << 8) | (2 * k);
+  return _mm256_shuffle_epi8(dup, _mm256_set1_epi16(int16_t(idx)));
+}
+
 }  // namespace sluice::kernels::cpu::avx2
