@@ -20,6 +20,7 @@ struct Command {
 // Keep sorted by name; one line per subcommand.
 const Command kCommands[] = {
     {"inspect", sluice::tools::cmd_inspect, "print a GGUF model's structure, sizes and IO ceilings"},
+    {"tokenize", sluice::tools::cmd_tokenize, "print the token ids of a text with a model's vocabulary"},
 };
 
 void print_usage(FILE* out) {
