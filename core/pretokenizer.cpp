@@ -239,9 +239,20 @@ PreTokenizer PreTokenizer::create(std::string_view pre) {
 }
 
 std::vector<std::string> PreTokenizer::split(std::string_view text) const {
-  std::string clean;
+  // `clean` is what the words are cut from. `subject` is what the regexes see: the same bytes,
+  // except that a surrogate (which lenient decoding lets through, but PCRE2 cannot match) is
+  // replaced by U+E000, another "other" code point of the same UTF-8 length.
+  std::string clean, subject;
   clean.reserve(text.size());
-  for (uint32_t cpt : utf8::decode_lossy(text)) utf8::append(clean, cpt);
+  bool has_surrogate = false;
+  for (uint32_t cpt : utf8::decode_lossy(text)) {
+    utf8::append(clean, cpt);
+    has_surrogate = has_surrogate || (cpt >= 0xD800 && cpt <= 0xDFFF);
+  }
+  if (has_surrogate) {
+    for (uint32_t cpt : utf8::decode_lossy(clean)) utf8::append(subject, cpt >= 0xD800 && cpt <= 0xDFFF ? 0xE000 : cpt);
+  }
+  const std::string& matched = has_surrogate ? subject : clean;
 
   std::vector<size_t> ends;  // exclusive end of each current piece
   if (!clean.empty()) ends.push_back(clean.size());
@@ -253,7 +264,7 @@ std::vector<std::string> PreTokenizer::split(std::string_view text) const {
     next.reserve(ends.size() * 2);
     size_t begin = 0;
     for (size_t end : ends) {
-      run_pass(pass, match.get(), clean, begin, end, next);
+      run_pass(pass, match.get(), matched, begin, end, next);
       begin = end;
     }
     ends = std::move(next);
