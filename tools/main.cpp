@@ -23,6 +23,7 @@ const Command kCommands[] = {
     {"bench-io", sluice::tools::cmd_bench_io, "random-read bandwidth of a file per queue depth (O_DIRECT io_uring)"},
     {"bench-kernels", sluice::tools::cmd_bench_kernels, "matvec GB/s per weight type vs memory bandwidth"},
     {"inspect", sluice::tools::cmd_inspect, "print a GGUF model's structure, sizes and IO ceilings"},
+    {"tokenize", sluice::tools::cmd_tokenize, "print the token ids of a text with a model's vocabulary"},
     {"tune", sluice::tools::cmd_tune, "replay a routing trace through cache policies and budgets"},
 };
 
