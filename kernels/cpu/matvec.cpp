@@ -21,7 +21,10 @@ void check_shapes(const WeightMatrix& w, size_t x_size, int64_t n_tokens, size_t
   require_supported(w.type, "matvec weight");
   const auto& traits = ggml_traits(w.type);
   auto fail = [](const std::string& msg) { throw Error(ErrorCode::invalid_argument, msg); };
-  if (w.n_cols <= 0 || w.n_rows < 0 || n_tokens < 0) fail("matvec: bad shape");
+  if (w.n_cols <= 0 || w.n_rows < 0 || n_tokens < 0)
+    fail("matvec: bad shape " + std::to_string(w.n_rows) + " x " + std::to_string(w.n_cols) + " with " +
+         std::to_string(n_tokens) + " tokens");
+  if (w.n_rows > 0 && w.data == nullptr) fail("matvec: weight matrix has no data");
   if (w.n_cols % traits.block_size != 0)
     fail("matvec: row length " + std::to_string(w.n_cols) + " is not a multiple of " +
          std::string(traits.name) + "'s block size " + std::to_string(traits.block_size));
