@@ -60,6 +60,11 @@ class Engine {
   ~Engine();
 
   Session& session() { return *session_; }
+  // One forward pass; tells the cache a new step began (policies age, stats count tokens).
+  std::span<const float> forward(std::span<const int32_t> tokens, int64_t start_pos, bool all_logits = true) {
+    if (cache_) cache_->begin_token();
+    return session_->forward(tokens, start_pos, all_logits);
+  }
   const Model& model() const { return *model_; }
   io::Reader& reader() { return *reader_; }
   cache::ShardCache* cache() { return cache_.get(); }  // null when in-core
