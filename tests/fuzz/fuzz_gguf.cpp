@@ -1,0 +1,48 @@
+// libFuzzer target for the GGUF reader: any byte string must either parse or be rejected with
+// sluice::Error, never crash, hang or allocate without bound. Seed with ../shared/reference/**.gguf.
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <string>
+
+#include "common/error.h"
+#include "core/gguf.h"
+#include "core/model_summary.h"
+#include "io/reader.h"
+
+namespace {
+
+// Serves the fuzzer's bytes as a file.
+class MemoryReader final : public sluice::io::Reader {
+ public:
+  MemoryReader(const uint8_t* data, size_t size) : data_(data), size_(size) {}
+  std::string_view backend() const override { return "memory"; }
+  const std::string& path() const override { return path_; }
+  uint64_t file_size() const override { return size_; }
+  void submit(std::span<const sluice::io::ReadRequest>) override {}
+  size_t reap(std::span<sluice::io::Completion>, size_t) override { return 0; }
+  size_t in_flight() const override { return 0; }
+  void read_sync(uint64_t offset, std::span<std::byte> dst) override {
+    if (offset > size_ || dst.size() > size_ - offset) {
+      throw sluice::Error(sluice::ErrorCode::io_error, "read past end");
+    }
+    std::memcpy(dst.data(), data_ + offset, dst.size());
+  }
+
+ private:
+  const uint8_t* data_;
+  size_t size_;
+  std::string path_ = "fuzz.gguf";
+};
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  MemoryReader reader(data, size);
+  try {
+    sluice::core::GgufFile file = sluice::core::GgufFile::parse(reader);
+    sluice::core::summarize(file);
+  } catch (const sluice::Error&) {
+  }
+  return 0;
+}
