@@ -55,7 +55,8 @@ std::span<const std::byte> ShardCache::Pin::bytes() const {
 
 std::span<const std::byte> ShardCache::Pin::tensor(size_t index) const {
   if (cache_ == nullptr) return {};
-  const ShardExtent& e = cache_->extents_of_layer_[key_.layer].at(index);
+  if (index >= cache_->layout_.layers[key_.layer].tensors.size()) return {};
+  ShardExtent e = shard_extent(cache_->layout_, key_, static_cast<uint32_t>(index), cache_->alignment_);
   return {cache_->slots_[slot_].data + e.slot_offset, e.length};
 }
 
@@ -75,12 +76,12 @@ ShardCache::ShardCache(ShardLayout layout, io::Reader& reader, ShardCacheOptions
     throw Error(ErrorCode::invalid_argument, "checksum manifest has " + std::to_string(options_.checksums.size()) +
                                                  " entries for " + std::to_string(layout_.n_shards()) + " shards");
   }
-  plan_ = plan_cache(layout_, options_.budget_bytes);
+  alignment_ = usable_alignment(reader_.alignment());
+  plan_ = plan_cache(layout_, options_.budget_bytes, alignment_);
   policy_ = make_policy(options_.policy, options_.policy_options);
   policy_->reset({layout_.n_layer(), layout_.n_expert, layout_.n_expert_used, plan_.total_slots()});
   arena_ = std::make_unique<Arena>(plan_.arena_bytes);
 
-  for (uint32_t l = 0; l < layout_.n_layer(); ++l) extents_of_layer_.push_back(shard_extents(layout_, {l, 0}));
   slots_.resize(plan_.total_slots());
   class_slots_.resize(plan_.classes.size());
   free_slots_.resize(plan_.classes.size());
@@ -99,6 +100,8 @@ ShardCache::ShardCache(ShardLayout layout, io::Reader& reader, ShardCacheOptions
   size_t max_tensors = 0;
   for (const auto& l : layout_.layers) max_tensors = std::max(max_tensors, l.tensors.size());
   requests_.reserve(max_tensors);
+  extent_scratch_.reserve(max_tensors);
+  if (arena_->size() > 0) reader_.register_buffer({arena_->data(), arena_->size()});
   candidates_.reserve(slots_.size());
   candidate_slots_.reserve(slots_.size());
 }
@@ -116,8 +119,15 @@ ShardCache::~ShardCache() {
         landed_.wait(lock);
       }
     }
+    reader_.register_buffer({});
   } catch (...) {
   }
+}
+
+void ShardCache::extents_of(ShardKey key, std::vector<ShardExtent>& out) const {
+  out.clear();
+  const uint32_t n = static_cast<uint32_t>(layout_.layers[key.layer].tensors.size());
+  for (uint32_t i = 0; i < n; ++i) out.push_back(shard_extent(layout_, key, i, alignment_));
 }
 
 void ShardCache::check_key(ShardKey key) const {
@@ -194,14 +204,13 @@ int64_t ShardCache::reserve_locked(std::unique_lock<std::mutex>& lock, ShardKey 
 
 void ShardCache::issue_locked(uint32_t slot) {
   Slot& x = slots_[slot];
-  const auto& tensors = layout_.layers[x.key.layer].tensors;
-  const auto& ext = extents_of_layer_[x.key.layer];
+  extents_of(x.key, extent_scratch_);
   requests_.clear();
   uint64_t total = 0;
-  for (size_t i = 0; i < ext.size(); ++i) {
-    uint64_t offset = tensors[i].file_offset + x.key.expert * tensors[i].expert_stride;
-    requests_.push_back({offset, ext[i].length, x.data + ext[i].slot_offset, (static_cast<uint64_t>(slot) << 16) | i});
-    total += ext[i].length;
+  for (size_t i = 0; i < extent_scratch_.size(); ++i) {
+    const ShardExtent& e = extent_scratch_[i];
+    requests_.push_back({e.file_offset, e.length, x.data + e.slot_offset, (static_cast<uint64_t>(slot) << 16) | i});
+    total += e.length;
   }
   x.state = State::reading;
   x.error.clear();
@@ -263,7 +272,7 @@ void ShardCache::drive_io_locked(std::unique_lock<std::mutex>& lock) {
     for (size_t i = 0; i < landed.size(); ++i) {
       const Slot& x = slots_[landed[i]];
       if (!x.error.empty()) continue;
-      const auto& ext = extents_of_layer_[x.key.layer];
+      const auto ext = shard_extents(layout_, x.key, alignment_);
       size_t idx = shard_index(x.key, layout_.n_expert);
       try {
         if (!options_.checksums.empty() && options_.checksums[idx] != 0) {

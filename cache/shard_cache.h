@@ -119,10 +119,13 @@ class ShardCache {
     ShardKey key_;
   };
 
-  // Plans and maps the arena (Error(budget) when the budget is below the working set), and
-  // validates the layout against reader.file_size().
+  // Plans and maps the arena (Error(budget) when the budget is below the working set),
+  // validates the layout against reader.file_size(), and offers the arena to the reader
+  // (register_buffer) for fixed-buffer reads. Slots leave room for the reader's alignment so
+  // O_DIRECT reads land zero-copy.
   ShardCache(ShardLayout layout, io::Reader& reader, ShardCacheOptions options);
-  // Waits for reads still landing in the arena; outstanding Pins must be gone.
+  // Waits for reads still landing in the arena and unregisters it from the reader; outstanding
+  // Pins must be gone.
   ~ShardCache();
   ShardCache(const ShardCache&) = delete;
   ShardCache& operator=(const ShardCache&) = delete;
@@ -176,7 +179,10 @@ class ShardCache {
   CachePlan plan_;
   std::unique_ptr<Arena> arena_;
   std::unique_ptr<EvictionPolicy> policy_;
-  std::vector<std::vector<ShardExtent>> extents_of_layer_;  // expert 0's extents; offsets shift by stride
+  uint32_t alignment_ = 1;  // the reader's, as used for placement (shard_layout.h)
+  // Extents of `key` into `out` (cleared first); slot offsets depend on the expert's file offset.
+  void extents_of(ShardKey key, std::vector<ShardExtent>& out) const;
+  std::vector<ShardExtent> extent_scratch_;
 
   mutable std::mutex mutex_;
   std::condition_variable landed_;

@@ -272,3 +272,29 @@ TEST_CASE("prefetch loads speculatively without pinning and a later acquire hits
   auto b = cache.acquire({0, 1});
   CHECK_FALSE(cache.prefetch({0, 2}));
 }
+
+TEST_CASE("slots leave room so an O_DIRECT reader's extents land zero-copy, and the arena is registered") {
+  CacheFixture fx;
+  TestReader reader(fx.path.string());
+  reader.reported_alignment = 512;
+  {
+    ShardCache cache(fx.layout, reader, with_budget(1 << 20));
+    // 1000-byte slices need up to 511 bytes of pad: still one 4 KiB region each; 5000 -> 8 KiB.
+    CHECK(cache.plan().classes[0].slot_bytes == 3 * 4096);
+    CHECK(cache.plan().classes[1].slot_bytes == 2 * 8192 + 4096);
+    CHECK(reader.registered.size() == cache.plan().arena_bytes);
+    for (uint32_t e = 0; e < 4; ++e) {
+      CHECK(run_step(cache, fx, {{0, e}}));
+      CHECK(run_step(cache, fx, {{1, e}}));
+    }
+    CHECK(reader.submitted == 24);
+    CHECK(reader.misplaced == 0);
+  }
+  CHECK(reader.registered.empty());  // unregistered when the cache goes
+  // A slice whose size is one byte short of a region boundary needs the next region for its pad.
+  ShardLayout tight = fx.layout;
+  tight.layers[0].tensors[0].expert_bytes = 4000;
+  CHECK(slot_bytes(tight, 0, 512) == 2 * 4096 + 4096 + 4096);
+  CHECK(slot_bytes(tight, 0, 1) == 3 * 4096);
+  CHECK(slot_bytes(tight, 0, 3) == 3 * 4096);  // not a power of two: no placement
+}
