@@ -72,9 +72,9 @@ void ShardCache::Pin::release() {
 ShardCache::ShardCache(ShardLayout layout, io::Reader& reader, ShardCacheOptions options)
     : layout_(std::move(layout)), reader_(reader), options_(std::move(options)) {
   validate_layout(layout_, reader_.file_size());
-  if (!options_.checksums.empty() && options_.checksums.size() != layout_.n_shards()) {
-    throw Error(ErrorCode::invalid_argument, "checksum manifest has " + std::to_string(options_.checksums.size()) +
-                                                 " entries for " + std::to_string(layout_.n_shards()) + " shards");
+  verifying_ = static_cast<bool>(options_.verify);
+  for (const auto& l : layout_.layers) {
+    for (const auto& t : l.tensors) verifying_ = verifying_ || !t.digests.empty();
   }
   alignment_ = usable_alignment(reader_.alignment());
   plan_ = plan_cache(layout_, options_.budget_bytes, alignment_);
@@ -264,36 +264,32 @@ void ShardCache::drive_io_locked(std::unique_lock<std::mutex>& lock) {
   }
   // Verify outside the lock: the slots stay `reading` (not evictable) and we still hold the
   // reaper role, so nobody else touches them.
-  const bool verify = !options_.checksums.empty() || static_cast<bool>(options_.verify);
-  if (verify && !landed_scratch_.empty()) {
+  if (verifying_ && !landed_scratch_.empty()) {
     std::vector<uint32_t> landed = landed_scratch_;
     lock.unlock();
     std::vector<std::pair<ErrorCode, std::string>> verdicts(landed.size(), {ErrorCode::io_error, ""});
     for (size_t i = 0; i < landed.size(); ++i) {
       const Slot& x = slots_[landed[i]];
       if (!x.error.empty()) continue;
-      const auto ext = shard_extents(layout_, x.key, alignment_);
-      size_t idx = shard_index(x.key, layout_.n_expert);
       try {
-        if (!options_.checksums.empty() && options_.checksums[idx] != 0) {
-          std::span<const std::byte> bytes(x.data, plan_.classes[x.size_class].slot_bytes);
-          uint64_t got = shard_checksum(bytes, ext);
-          if (got != options_.checksums[idx]) {
-            verdicts[i] = {ErrorCode::corrupt_data, to_string(x.key) + ": XXH3-64 of the landed bytes is " + hex64(got) +
-                                                        " but the manifest says " + hex64(options_.checksums[idx]) +
-                                                        " (tensor '" + layout_.layers[x.key.layer].tensors[0].name +
-                                                        "' and siblings, first at offset " +
-                                                        std::to_string(layout_.layers[x.key.layer].tensors[0].file_offset +
-                                                                       x.key.expert * layout_.layers[x.key.layer].tensors[0].expert_stride) +
-                                                        ")"};
-            continue;
+        const auto& tensors = layout_.layers[x.key.layer].tensors;
+        for (uint32_t t = 0; t < tensors.size(); ++t) {
+          if (tensors[t].digests.empty()) continue;
+          const ShardExtent e = shard_extent(layout_, x.key, t, alignment_);
+          const uint64_t got = extent_digest({x.data + e.slot_offset, e.length});
+          const uint64_t want = tensors[t].digests[x.key.expert];
+          if (got != want) {
+            throw Error(ErrorCode::corrupt_data, "tensor '" + tensors[t].name + "' (slice at offset " +
+                                                     std::to_string(e.file_offset) + ", " + std::to_string(e.length) +
+                                                     " bytes): XXH3-64 of the landed bytes is " + hex64(got) +
+                                                     " but the index says " + hex64(want));
           }
         }
         if (options_.verify) {
           options_.verify(x.key, std::span<const std::byte>(x.data, plan_.classes[x.size_class].slot_bytes));
         }
       } catch (const Error& e) {
-        verdicts[i] = {e.code(), to_string(x.key) + ": " + e.what()};
+        verdicts[i] = {e.code(), to_string(x.key) + ", " + e.what()};
       }
     }
     lock.lock();

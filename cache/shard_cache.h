@@ -23,13 +23,13 @@
 // acquire_all pins every resident shard of the step before loading any missing one, so one
 // expert's miss never evicts another expert of the same step. Pins are RAII: dropping one
 // releases it. wait/wait_any throw Error(io_error) naming the tensor, expert, file offset and
-// errno for a failed read, Error(corrupt_data) when a checksum does not match; the failed shard
+// errno for a failed read, Error(corrupt_data) when a slice's XXH3-64 differs from its digest; the failed shard
 // leaves the table when its last pin goes, so a later acquire retries the read.
 //
 // IO: the cache owns the reader's asynchronous side (it alone submits and reaps; read_sync from
 // set-up code is fine). Completions are reaped by whichever thread waits: one thread at a time
-// reaps while the others sleep on a condition variable. Checksums are verified on landing by
-// the reaping thread, outside the lock.
+// reaps while the others sleep on a condition variable. Digests (TensorSlice::digests) are
+// verified on landing by the reaping thread, outside the lock, before anyone can use the shard.
 //
 // Prefetch: prefetch(key) starts a speculative load if the shard is absent, a slot is free or
 // evictable, and fewer than max_speculative_in_flight speculative loads are pending. It never
@@ -62,9 +62,8 @@ struct ShardCacheOptions {
   uint64_t budget_bytes = 0;  // the expert cache's share of --budget; the arena never exceeds it
   std::string policy = "lru";
   PolicyOptions policy_options;
-  // Optional XXH3-64 per shard (shard_index order; 0 = unknown, skip). Empty: no verification.
-  std::vector<uint64_t> checksums;
-  // Optional hook run on every landed shard after the checksum; throw sluice::Error to reject.
+  // Checksums come with the layout (TensorSlice::digests, from core::ShardIndex). This optional
+  // hook runs on every landed shard after them; throw sluice::Error to reject the shard.
   std::function<void(ShardKey, std::span<const std::byte>)> verify;
   uint32_t max_speculative_in_flight = 8;
 };
@@ -179,7 +178,8 @@ class ShardCache {
   CachePlan plan_;
   std::unique_ptr<Arena> arena_;
   std::unique_ptr<EvictionPolicy> policy_;
-  uint32_t alignment_ = 1;  // the reader's, as used for placement (shard_layout.h)
+  uint32_t alignment_ = 1;
+  bool verifying_ = false;  // the reader's, as used for placement (shard_layout.h)
   // Extents of `key` into `out` (cleared first); slot offsets depend on the expert's file offset.
   void extents_of(ShardKey key, std::vector<ShardExtent>& out) const;
   std::vector<ShardExtent> extent_scratch_;

@@ -39,6 +39,10 @@ void validate_layout(const ShardLayout& layout, uint64_t file_size) {
                                                  " ends at " + human_bytes(end) + " (offset " + std::to_string(end) +
                                                  "), past end of file (" + human_bytes(file_size) + ")");
       }
+      if (!t.digests.empty() && t.digests.size() != layout.n_expert) {
+        throw Error(ErrorCode::invalid_argument, "tensor '" + t.name + "' has " + std::to_string(t.digests.size()) +
+                                                     " digests for " + std::to_string(layout.n_expert) + " experts");
+      }
       total = checked_add(total, align_up(t.expert_bytes), "shard bytes");
     }
   }
@@ -72,14 +76,6 @@ std::vector<ShardExtent> shard_extents(const ShardLayout& layout, ShardKey key, 
   return out;
 }
 
-uint64_t shard_checksum(std::span<const std::byte> slot, std::span<const ShardExtent> extents) {
-  XXH3_state_t* state = XXH3_createState();
-  if (state == nullptr) throw std::bad_alloc();
-  XXH3_64bits_reset(state);
-  for (const ShardExtent& e : extents) XXH3_64bits_update(state, slot.data() + e.slot_offset, e.length);
-  uint64_t h = XXH3_64bits_digest(state);
-  XXH3_freeState(state);
-  return h;
-}
+uint64_t extent_digest(std::span<const std::byte> bytes) { return XXH3_64bits(bytes.data(), bytes.size()); }
 
 }  // namespace sluice::cache

@@ -32,6 +32,8 @@ struct TensorSlice {
   uint64_t file_offset = 0;    // absolute file offset of expert 0's slice
   uint64_t expert_stride = 0;  // bytes from one expert's slice to the next
   uint64_t expert_bytes = 0;   // bytes of one expert's slice
+  // XXH3-64 of each expert's slice (core::ShardIndex); empty: not verified. Checked on landing.
+  std::vector<uint64_t> digests;
 };
 
 struct LayerLayout {
@@ -53,8 +55,8 @@ struct ShardExtent {
   uint32_t tensor = 0;       // index into LayerLayout::tensors
 };
 
-// Checks counts, overflow, and that every expert slice lies inside a file of `file_size`
-// bytes; throws Error(invalid_file) naming the tensor, expert and offsets.
+// Checks counts, overflow, digest counts, and that every expert slice lies inside a file of
+// `file_size` bytes; throws Error(invalid_file) naming the tensor, expert and offsets.
 void validate_layout(const ShardLayout& layout, uint64_t file_size);
 
 // `alignment`: the reader's (1, or a power of two <= kSlotAlignment; anything else counts as 1).
@@ -64,7 +66,7 @@ std::vector<ShardExtent> shard_extents(const ShardLayout& layout, ShardKey key, 
 ShardExtent shard_extent(const ShardLayout& layout, ShardKey key, uint32_t tensor, uint32_t alignment = 1);
 uint32_t usable_alignment(uint32_t reader_alignment);
 
-// XXH3-64 over the shard's extents in order (padding excluded): what a checksum manifest stores.
-uint64_t shard_checksum(std::span<const std::byte> slot, std::span<const ShardExtent> extents);
+// XXH3-64 of one extent's bytes, as core::ShardIndex records it.
+uint64_t extent_digest(std::span<const std::byte> bytes);
 
 }  // namespace sluice::cache

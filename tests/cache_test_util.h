@@ -35,7 +35,7 @@ struct CacheFixture {
       const char* names[3] = {"ffn_gate_exps", "ffn_up_exps", "ffn_down_exps"};
       cache::LayerLayout ll;
       for (int t = 0; t < 3; ++t) {
-        ll.tensors.push_back({"blk." + std::to_string(l) + "." + names[t] + ".weight", at, sizes[t] + 32, sizes[t]});
+        ll.tensors.push_back({"blk." + std::to_string(l) + "." + names[t] + ".weight", at, sizes[t] + 32, sizes[t], {}});
         at += (sizes[t] + 32) * n_expert;
       }
       layout.layers.push_back(ll);
