@@ -345,11 +345,42 @@ void ShardCache::release(uint32_t slot) {
 }
 
 ShardCache::Pin ShardCache::acquire(ShardKey key) {
-  auto pins = acquire_all(std::span<const ShardKey>(&key, 1));
-  return std::move(pins[0]);
+  Pin pin;
+  acquire_all(std::span<const ShardKey>(&key, 1), std::span<Pin>(&pin, 1));
+  return pin;
 }
 
 std::vector<ShardCache::Pin> ShardCache::acquire_all(std::span<const ShardKey> keys) {
+  std::vector<Pin> pins(keys.size());
+  acquire_all(keys, pins);
+  return pins;
+}
+
+void ShardCache::acquire_all(std::span<const ShardKey> keys, std::span<Pin> out) {
+  if (out.size() != keys.size()) {
+    throw Error(ErrorCode::invalid_argument, "acquire_all: " + std::to_string(keys.size()) + " keys but room for " +
+                                                 std::to_string(out.size()) + " pins");
+  }
+  for (Pin& p : out) p.release();
+  // Per-call bookkeeping on the stack for the usual top-k (no allocation per token).
+  constexpr size_t kInline = 64;
+  std::array<int64_t, kInline> held_inline;
+  std::array<uint8_t, kInline> resident_inline;
+  std::vector<int64_t> held_heap;
+  std::vector<uint8_t> resident_heap;
+  std::span<int64_t> held;
+  std::span<uint8_t> was_resident;
+  if (keys.size() <= kInline) {
+    held = std::span<int64_t>(held_inline.data(), keys.size());
+    was_resident = std::span<uint8_t>(resident_inline.data(), keys.size());
+  } else {
+    held_heap.resize(keys.size());
+    resident_heap.resize(keys.size());
+    held = held_heap;
+    was_resident = resident_heap;
+  }
+  std::fill(held.begin(), held.end(), -1);
+  std::fill(was_resident.begin(), was_resident.end(), 0);
   std::unique_lock lock(mutex_);
   for (size_t i = 0; i < keys.size(); ++i) {
     check_key(keys[i]);
@@ -359,8 +390,6 @@ std::vector<ShardCache::Pin> ShardCache::acquire_all(std::span<const ShardKey> k
       }
     }
   }
-  std::vector<int64_t> held(keys.size(), -1);
-  std::vector<uint8_t> was_resident(keys.size(), 0);
   // Pin what is resident first, so this step's misses cannot evict this step's hits.
   for (size_t i = 0; i < keys.size(); ++i) {
     int64_t s = slot_of_[shard_index(keys[i], layout_.n_expert)];
@@ -417,10 +446,8 @@ std::vector<ShardCache::Pin> ShardCache::acquire_all(std::span<const ShardKey> k
     }
     throw;
   }
-  std::vector<Pin> pins;
-  pins.reserve(keys.size());
-  for (size_t i = 0; i < keys.size(); ++i) pins.push_back(Pin(this, static_cast<uint32_t>(held[i]), keys[i]));
-  return pins;
+  lock.unlock();
+  for (size_t i = 0; i < keys.size(); ++i) out[i] = Pin(this, static_cast<uint32_t>(held[i]), keys[i]);
 }
 
 bool ShardCache::prefetch(ShardKey key) {

@@ -10,14 +10,15 @@
 // size class. Pinned or reading slots are never evicted. When no slot can be had, acquire throws
 // Error(budget) rather than allocate: the arena is the ceiling.
 //
-// How the forward pass uses it, per MoE layer (router picked `experts`):
+// How the forward pass uses it, per MoE layer (router picked `keys`, K of them):
 //
-//   cache.begin_token();                                   // once per decode step
-//   std::vector<ShardCache::Pin> pins = cache.acquire_all(keys);  // hits pinned, misses issued
-//   for (size_t n = 0; n < pins.size(); ++n) {
-//     size_t i = cache.wait_any(pins);       // a landed shard, in completion order
+//   cache.begin_token();                          // once per decode step (policy aging)
+//   cache.acquire_all(keys, pins);                // pins: K caller-owned Pins, reused per layer;
+//                                                 // hits pinned, misses reserved + reads issued
+//   for (size_t n = 0; n < keys.size(); ++n) {
+//     size_t i = cache.wait_any(pins);            // a landed shard, in completion order
 //     run_expert(pins[i].tensor(0), pins[i].tensor(1), pins[i].tensor(2));  // gate, up, down
-//     pins[i].release();                     // now evictable
+//     pins[i].release();                          // now evictable
 //   }
 //
 // acquire_all pins every resident shard of the step before loading any missing one, so one
@@ -132,6 +133,9 @@ class ShardCache {
   void begin_token();
   Pin acquire(ShardKey key);
   std::vector<Pin> acquire_all(std::span<const ShardKey> keys);
+  // The same into caller-owned pins (out.size() == keys.size(); earlier pins there are
+  // released first): no allocation on the hot path.
+  void acquire_all(std::span<const ShardKey> keys, std::span<Pin> out);
   bool prefetch(ShardKey key);
 
   void wait(const Pin& pin);

@@ -305,3 +305,23 @@ TEST_CASE("slots leave room so an O_DIRECT reader's extents land zero-copy, and 
   CHECK(slot_bytes(tight, 0, 1) == 3 * 4096);
   CHECK(slot_bytes(tight, 0, 3) == 3 * 4096);  // not a power of two: no placement
 }
+
+TEST_CASE("acquire_all into caller-owned pins releases what they held and checks their count") {
+  CacheFixture fx;
+  TestReader reader(fx.path.string());
+  ShardCache cache(fx.layout, reader, with_budget(65536));
+  std::vector<ShardCache::Pin> pins(2);
+  std::vector<ShardKey> a = {{0, 0}, {0, 1}}, b = {{0, 2}, {0, 3}};
+  cache.acquire_all(a, pins);
+  for (auto& p : pins) cache.wait(p);
+  CHECK(cache.stats().pinned_shards == 2);
+  // Reusing the same pins: the old ones are released first, so the 2-slot class has room.
+  cache.acquire_all(b, pins);
+  for (auto& p : pins) {
+    cache.wait(p);
+    CHECK(fx.pin_matches(p));
+  }
+  CHECK(cache.stats().pinned_shards == 2);
+  CHECK(error_of([&] { cache.acquire_all(a, std::span<ShardCache::Pin>(pins.data(), 1)); })
+            .find("2 keys but room for 1 pins") != std::string::npos);
+}
