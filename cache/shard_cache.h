@@ -38,7 +38,8 @@
 // hit/miss statistics count demand accesses. A later acquire of it is a hit.
 //
 // Thread safety: all methods may be called from any thread; Pin objects may move between
-// threads. One mutex guards the table; reads are submitted under it.
+// threads. One mutex guards the table; reads are submitted under it. The reader must outlive
+// the cache, and every Pin must be gone before the cache is destroyed.
 #pragma once
 
 #include <chrono>
