@@ -6,5 +6,6 @@
 namespace sluice::tools {
 
 int cmd_inspect(int argc, char** argv);
+int cmd_synth(int argc, char** argv);
 
 }  // namespace sluice::tools

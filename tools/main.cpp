@@ -20,6 +20,7 @@ struct Command {
 // Keep sorted by name; one line per subcommand.
 const Command kCommands[] = {
     {"inspect", sluice::tools::cmd_inspect, "print a GGUF model's structure, sizes and IO ceilings"},
+    {"synth", sluice::tools::cmd_synth, "write a synthetic MoE model with a real model's shapes (GGUF)"},
 };
 
 void print_usage(FILE* out) {

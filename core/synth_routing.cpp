@@ -1,0 +1,246 @@
+#include "core/synth_routing.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "common/error.h"
+#include "core/synth_rng.h"
+
+namespace sluice::core::synth {
+namespace {
+
+constexpr double kBiasPerSkew = 0.02;  // sigmoid: exp_probs_b std per unit of skew (score units)
+constexpr double kGainPerSkew = 0.12;  // softmax: log row-gain std per unit of skew
+
+double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
+
+// Per-expert row gains (softmax models) and selection bias (sigmoid models) for a design.
+void skew_terms(const RouterDesign& d, Rng& rng, std::vector<double>& gain, std::vector<float>& bias) {
+  gain.assign(d.n_expert, 1.0);
+  bias.assign(d.n_expert, 0.0f);
+  for (uint32_t e = 0; e < d.n_expert; ++e) {
+    const double z = rng.normal();
+    if (d.gating == Gating::sigmoid) bias[e] = static_cast<float>(d.skew * kBiasPerSkew * z);
+    else gain[e] = std::exp(d.skew * kGainPerSkew * z);
+  }
+}
+
+// Token-part and context-part weight scales (see the header): a over every dim, b over S.
+void part_scales(const RouterDesign& d, double& a, double& b) {
+  const double L2 = d.logit_std * d.logit_std, k = d.ctx_dims;
+  const double b2 = d.ctx_share * L2 / (k * d.ctx_std * d.ctx_std);
+  const double a2 = std::max(0.0, (1.0 - d.ctx_share) * L2 - b2 * k) / d.n_embd;
+  a = std::sqrt(a2);
+  b = std::sqrt(b2);
+}
+
+struct Tally {
+  std::vector<uint64_t> count;
+  double reuse_sum = 0;
+  uint64_t reuse_n = 0;
+  std::vector<std::vector<int>> all;  // every token's selection, for the shuffled baseline
+};
+
+RoutingStats finish(const RouterDesign& d, Tally& t, uint64_t seed) {
+  RoutingStats s;
+  const double total = static_cast<double>(std::accumulate(t.count.begin(), t.count.end(), uint64_t{0}));
+  double h = 0, hottest = 0;
+  for (uint64_t c : t.count) {
+    if (c == 0) continue;
+    const double p = c / total;
+    h -= p * std::log(p);
+    hottest = std::max(hottest, p);
+  }
+  s.entropy_norm = h / std::log(static_cast<double>(d.n_expert));
+  s.hottest_ratio = hottest * d.n_expert;
+  s.reuse = t.reuse_n ? t.reuse_sum / t.reuse_n : 0;
+  Rng rng(seed ^ 0x5A5A5A5Aull);
+  double sum = 0;
+  const size_t n = t.all.size();
+  std::vector<char> mark(d.n_expert, 0);
+  for (size_t i = 0; i < n; ++i) {
+    const auto& A = t.all[rng.next() % n];
+    const auto& B = t.all[rng.next() % n];
+    for (int e : A) mark[e] = 1;
+    int inter = 0;
+    for (int e : B) inter += mark[e];
+    for (int e : A) mark[e] = 0;
+    sum += static_cast<double>(inter) / d.n_expert_used;
+  }
+  s.reuse_shuffled = n ? sum / n : 0;
+  return s;
+}
+
+void record(Tally& t, const std::vector<int>& cur, const std::vector<int>* prev, uint32_t k, std::vector<char>& mark) {
+  for (int e : cur) ++t.count[e];
+  if (prev) {
+    for (int e : *prev) mark[e] = 1;
+    int inter = 0;
+    for (int e : cur) inter += mark[e];
+    for (int e : *prev) mark[e] = 0;
+    t.reuse_sum += static_cast<double>(inter) / k;
+    ++t.reuse_n;
+  }
+  t.all.push_back(cur);
+}
+
+void check_design(const RouterDesign& d) {
+  if (d.n_expert < 2 || d.n_expert_used < 1 || d.n_expert_used > d.n_expert || d.n_embd < d.ctx_dims ||
+      d.ctx_dim0 + d.ctx_dims > d.n_embd)
+    throw Error(ErrorCode::invalid_argument, "router design: " + std::to_string(d.n_expert) + " experts, " +
+                std::to_string(d.n_expert_used) + " used, n_embd " + std::to_string(d.n_embd) + ", context dims [" +
+                std::to_string(d.ctx_dim0) + ", +" + std::to_string(d.ctx_dims) + ")");
+}
+
+}  // namespace
+
+RouterDesign router_design(const Preset& p, uint32_t moe_layer, double skew) {
+  RouterDesign d;
+  d.n_embd = p.n_embd;
+  d.n_expert = p.n_expert;
+  d.n_expert_used = p.n_expert_used;
+  d.gating = p.gating;
+  d.n_group = p.n_group;
+  d.n_group_used = p.n_group_used;
+  d.ctx_dims = std::min<uint32_t>(32, p.n_embd);
+  d.ctx_dim0 = (moe_layer * d.ctx_dims) % (p.n_embd - d.ctx_dims + 1);
+  d.skew = skew;
+  return d;
+}
+
+RouterWeights make_router(const RouterDesign& d, uint64_t seed) {
+  check_design(d);
+  Rng rng(seed);
+  RouterWeights r;
+  std::vector<double> gain;
+  skew_terms(d, rng, gain, r.bias);
+  double a, b;
+  part_scales(d, a, b);
+  r.w.resize(static_cast<size_t>(d.n_expert) * d.n_embd);
+  for (uint32_t e = 0; e < d.n_expert; ++e) {
+    float* row = &r.w[static_cast<size_t>(e) * d.n_embd];
+    for (uint32_t i = 0; i < d.n_embd; ++i) row[i] = static_cast<float>(gain[e] * a * rng.normal());
+    for (uint32_t i = d.ctx_dim0; i < d.ctx_dim0 + d.ctx_dims; ++i) row[i] += static_cast<float>(gain[e] * b * rng.normal());
+  }
+  return r;
+}
+
+void select_experts(const RouterDesign& d, std::span<const float> logits, std::span<const float> bias,
+                    std::vector<int>& chosen) {
+  const uint32_t E = d.n_expert, K = d.n_expert_used;
+  std::vector<double> score(E);
+  if (d.gating == Gating::softmax) {
+    for (uint32_t e = 0; e < E; ++e) score[e] = logits[e];  // softmax is monotone
+  } else {
+    for (uint32_t e = 0; e < E; ++e) score[e] = sigmoid(logits[e]) + (bias.empty() ? 0.0 : bias[e]);
+    if (d.n_group > 1 && d.n_group_used < d.n_group) {
+      // Group-limited: a group's score is the sum of its top-2 selection scores; keep the best
+      // n_group_used groups.
+      const uint32_t gs = E / d.n_group;
+      std::vector<std::pair<double, uint32_t>> groups;
+      for (uint32_t g = 0; g < d.n_group; ++g) {
+        double t1 = -1e300, t2 = -1e300;
+        for (uint32_t e = g * gs; e < (g + 1) * gs; ++e) {
+          if (score[e] > t1) { t2 = t1; t1 = score[e]; }
+          else if (score[e] > t2) t2 = score[e];
+        }
+        groups.push_back({t1 + (gs > 1 ? t2 : 0.0), g});
+      }
+      std::partial_sort(groups.begin(), groups.begin() + d.n_group_used, groups.end(),
+                        [](auto& x, auto& y) { return x.first > y.first || (x.first == y.first && x.second < y.second); });
+      std::vector<char> keep(d.n_group, 0);
+      for (uint32_t i = 0; i < d.n_group_used; ++i) keep[groups[i].second] = 1;
+      for (uint32_t e = 0; e < E; ++e)
+        if (!keep[e / gs]) score[e] = -1e300;
+    }
+  }
+  chosen.resize(E);
+  std::iota(chosen.begin(), chosen.end(), 0);
+  std::partial_sort(chosen.begin(), chosen.begin() + K, chosen.end(),
+                    [&](int x, int y) { return score[x] > score[y] || (score[x] == score[y] && x < y); });
+  chosen.resize(K);
+}
+
+RoutingStats estimate_routing(const RouterDesign& d, const RouterWeights& r, const HiddenProcess& hp) {
+  check_design(d);
+  Rng rng(hp.seed);
+  Tally t;
+  t.count.assign(d.n_expert, 0);
+  std::vector<char> mark(d.n_expert, 0);
+  std::vector<float> h(d.n_embd), logits(d.n_expert);
+  std::vector<double> c(d.ctx_dims);
+  const double innov = std::sqrt(1.0 - hp.rho * hp.rho);
+  std::vector<int> cur, prev;
+  for (uint32_t s = 0; s < hp.n_seq; ++s) {
+    for (double& v : c) v = hp.ctx_std * rng.normal();
+    for (uint32_t tok = 0; tok < hp.n_tok; ++tok) {
+      double ss = 0;
+      for (uint32_t i = 0; i < d.n_embd; ++i) h[i] = static_cast<float>(rng.normal());
+      for (uint32_t j = 0; j < d.ctx_dims; ++j) h[d.ctx_dim0 + j] += static_cast<float>(c[j]);
+      for (float v : h) ss += static_cast<double>(v) * v;
+      const float inv = static_cast<float>(1.0 / std::sqrt(ss / d.n_embd + 1e-6));
+      for (float& v : h) v *= inv;
+      for (uint32_t e = 0; e < d.n_expert; ++e) {
+        const float* row = &r.w[static_cast<size_t>(e) * d.n_embd];
+        float acc = 0;
+        for (uint32_t i = 0; i < d.n_embd; ++i) acc += row[i] * h[i];
+        logits[e] = acc;
+      }
+      select_experts(d, logits, r.bias, cur);
+      record(t, cur, tok ? &prev : nullptr, d.n_expert_used, mark);
+      prev.swap(cur);
+      for (double& v : c) v = hp.rho * v + innov * hp.ctx_std * rng.normal();
+    }
+  }
+  return finish(d, t, hp.seed);
+}
+
+RoutingStats estimate_routing_fast(const RouterDesign& d, const HiddenProcess& hp) {
+  check_design(d);
+  Rng rng(hp.seed);
+  std::vector<double> gain;
+  std::vector<float> bias;
+  skew_terms(d, rng, gain, bias);
+  const uint32_t k = d.ctx_dims;
+  std::vector<double> U(static_cast<size_t>(d.n_expert) * k);
+  for (double& u : U) u = rng.normal() / std::sqrt(static_cast<double>(k));
+  const double st = std::sqrt(1.0 - d.ctx_share) * d.logit_std, sc = std::sqrt(d.ctx_share) * d.logit_std;
+  Tally t;
+  t.count.assign(d.n_expert, 0);
+  std::vector<char> mark(d.n_expert, 0);
+  std::vector<float> logits(d.n_expert);
+  std::vector<double> c(k);
+  const double innov = std::sqrt(1.0 - hp.rho * hp.rho);
+  std::vector<int> cur, prev;
+  for (uint32_t s = 0; s < hp.n_seq; ++s) {
+    for (double& v : c) v = rng.normal();
+    for (uint32_t tok = 0; tok < hp.n_tok; ++tok) {
+      for (uint32_t e = 0; e < d.n_expert; ++e) {
+        double ctx = 0;
+        for (uint32_t j = 0; j < k; ++j) ctx += U[static_cast<size_t>(e) * k + j] * c[j];
+        logits[e] = static_cast<float>(gain[e] * (st * rng.normal() + sc * ctx));
+      }
+      select_experts(d, logits, bias, cur);
+      record(t, cur, tok ? &prev : nullptr, d.n_expert_used, mark);
+      prev.swap(cur);
+      for (double& v : c) v = hp.rho * v + innov * rng.normal();
+    }
+  }
+  return finish(d, t, hp.seed);
+}
+
+double calibrate_ctx_share(RouterDesign d, const HiddenProcess& h, double target_ratio) {
+  // The weights can carry at most ctx_std^2 / (1 + ctx_std^2) of the variance in the context.
+  const double hi_limit = d.ctx_std * d.ctx_std / (1.0 + d.ctx_std * d.ctx_std);
+  double lo = 0.0, hi = hi_limit;
+  d.ctx_share = hi;
+  if (estimate_routing_fast(d, h).reuse_ratio() < target_ratio) return hi;  // as close as it gets
+  for (int it = 0; it < 12; ++it) {
+    d.ctx_share = 0.5 * (lo + hi);
+    (estimate_routing_fast(d, h).reuse_ratio() < target_ratio ? lo : hi) = d.ctx_share;
+  }
+  return hi;
+}
+
+}  // namespace sluice::core::synth
