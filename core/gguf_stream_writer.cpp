@@ -14,6 +14,8 @@
 
 #include "common/error.h"
 #include "common/units.h"
+#include "io/aligned_buffer.h"
+#include "io/file_sink.h"
 
 namespace sluice::core {
 namespace {
@@ -28,10 +30,10 @@ uint64_t align_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 // The writer thread: takes filled buffers in order and writes them; reports the first failure.
 class BufferPipe {
  public:
-  BufferPipe(std::FILE* f, std::string path, size_t chunk, size_t n) : f_(f), path_(std::move(path)) {
+  BufferPipe(io::FileSink& sink, size_t chunk, size_t n) : sink_(sink) {
     for (size_t i = 0; i < n; ++i) {
-      pool_.push_back(std::make_unique<std::byte[]>(chunk));
-      free_.push_back(pool_.back().get());
+      pool_.emplace_back(chunk);
+      free_.push_back(pool_.back().data());
     }
     thread_ = std::thread([this] { run(); });
   }
@@ -49,10 +51,6 @@ class BufferPipe {
     std::lock_guard lock(mu_);
     full_.push_back({b, n});
     cv_.notify_all();
-  }
-  void release_unused(std::byte* b) {
-    std::lock_guard lock(mu_);
-    free_.push_back(b);
   }
   // Waits for every submitted buffer to be written; throws the writer's error if any.
   void finish() {
@@ -74,16 +72,19 @@ class BufferPipe {
         job = full_.front();
         full_.pop_front();
       }
-      bool ok = failed_ || std::fwrite(job.data, 1, job.n, f_) == job.n;
-      int err = errno;
-      std::lock_guard lock(mu_);
-      if (!ok && !failed_) {
-        failed_ = true;
-        error_ = std::make_exception_ptr(Error(ErrorCode::io_error,
-            "cannot write '" + path_ + "' at offset " + std::to_string(written_) + " (" +
-            human_bytes(written_) + "): " + std::strerror(err)));
+      std::exception_ptr err;
+      if (!failed_) {
+        try {
+          sink_.write(std::span<const std::byte>(job.data, job.n));
+        } catch (...) {
+          err = std::current_exception();
+        }
       }
-      written_ += job.n;
+      std::lock_guard lock(mu_);
+      if (err && !failed_) {
+        failed_ = true;
+        error_ = err;
+      }
       free_.push_back(job.data);
       cv_.notify_all();
     }
@@ -101,9 +102,8 @@ class BufferPipe {
     if (failed_) std::rethrow_exception(error_);
   }
 
-  std::FILE* f_;
-  std::string path_;
-  std::vector<std::unique_ptr<std::byte[]>> pool_;
+  io::FileSink& sink_;
+  std::vector<io::AlignedBuffer> pool_;
   std::deque<std::byte*> free_;
   std::deque<Job> full_;
   std::mutex mu_;
@@ -111,8 +111,61 @@ class BufferPipe {
   bool closing_ = false;
   bool failed_ = false;
   std::exception_ptr error_;
-  uint64_t written_ = 0;
   std::thread thread_;
+};
+
+// Fills ring buffers completely (so O_DIRECT writes stay aligned) and hands them to the pipe.
+class Ring {
+ public:
+  Ring(BufferPipe& pipe, size_t chunk, uint64_t total, const GgufStreamWriter::Progress& progress)
+      : pipe_(pipe), chunk_(chunk), total_(total), progress_(progress), buf_(pipe.acquire()) {}
+  size_t room() const { return chunk_ - used_; }
+  std::byte* cursor() { return buf_ + used_; }
+  void advance(size_t n) {
+    used_ += n;
+    if (used_ == chunk_) submit();
+  }
+  void put(const std::byte* p, size_t n) {
+    while (n > 0) {
+      const size_t k = std::min(n, room());
+      std::memcpy(cursor(), p, k);
+      p += k;
+      n -= k;
+      advance(k);
+    }
+  }
+  void zeros(uint64_t n) {
+    while (n > 0) {
+      const size_t k = static_cast<size_t>(std::min<uint64_t>(n, room()));
+      std::memset(cursor(), 0, k);
+      n -= k;
+      advance(k);
+    }
+  }
+  void finish() {
+    if (used_ > 0) {
+      pipe_.submit(buf_, used_);
+      done_ += used_;
+      used_ = 0;
+    }
+    pipe_.finish();
+  }
+
+ private:
+  void submit() {
+    pipe_.submit(buf_, used_);
+    done_ += used_;
+    used_ = 0;
+    if (progress_) progress_(done_, total_);
+    buf_ = pipe_.acquire();
+  }
+  BufferPipe& pipe_;
+  size_t chunk_;
+  uint64_t total_;
+  const GgufStreamWriter::Progress& progress_;
+  std::byte* buf_;
+  size_t used_ = 0;
+  uint64_t done_ = 0;
 };
 
 }  // namespace
@@ -253,67 +306,47 @@ void GgufStreamWriter::write(const std::string& path, const Fill& fill, const Pr
   }
   head.resize(header_bytes(), std::byte{0});
 
-  std::FILE* f = std::fopen(path.c_str(), "wb");
-  if (!f) throw Error(ErrorCode::io_error, "cannot create '" + path + "': " + std::strerror(errno));
-  std::setvbuf(f, nullptr, _IONBF, 0);  // our buffers are already large
   const uint64_t total = file_bytes();
+  const size_t chunk = (chunk_bytes + io::FileSink::kDirectAlign - 1) / io::FileSink::kDirectAlign *
+                       io::FileSink::kDirectAlign;
   try {
-    if (std::fwrite(head.data(), 1, head.size(), f) != head.size())
-      throw Error(ErrorCode::io_error, "cannot write the header of '" + path + "': " + std::strerror(errno));
-    BufferPipe pipe(f, path, chunk_bytes, n_buffers);
-    uint64_t done = head.size();
-    std::byte* buf = pipe.acquire();
-    size_t used = 0;
-    auto flush = [&] {
-      if (used == 0) return;
-      pipe.submit(buf, used);
-      done += used;
-      used = 0;
-      if (progress) progress(done, total);
-      buf = pipe.acquire();
-    };
-    uint64_t pos = 0;  // data-section position of the next byte
-    for (const StreamTensor& t : tensors_) {
-      // zero padding up to the tensor's aligned offset
-      while (pos < t.offset) {
-        if (used == chunk_bytes) flush();
-        const size_t n = static_cast<size_t>(std::min<uint64_t>(t.offset - pos, chunk_bytes - used));
-        std::memset(buf + used, 0, n);
-        used += n;
-        pos += n;
-      }
-      const uint64_t granule =
-          t.row_bytes <= chunk_bytes ? t.row_bytes : ggml_traits(t.type).type_size;
-      uint64_t off = 0;
-      while (off < t.n_bytes) {
-        uint64_t room = (chunk_bytes - used) / granule * granule;
-        if (room == 0) {
-          flush();
-          room = chunk_bytes / granule * granule;
+    io::FileSink sink(path, true);
+    {
+      BufferPipe pipe(sink, chunk, n_buffers);
+      Ring ring(pipe, chunk, total, progress);
+      ring.put(head.data(), head.size());
+      std::vector<std::byte> scratch;
+      uint64_t pos = 0;  // data-section position of the next byte
+      for (const StreamTensor& t : tensors_) {
+        ring.zeros(t.offset - pos);
+        pos = t.offset;
+        const uint64_t granule = t.row_bytes <= chunk ? t.row_bytes : ggml_traits(t.type).type_size;
+        uint64_t off = 0;
+        while (off < t.n_bytes) {
+          const uint64_t fit = ring.room() / granule * granule;
+          if (fit > 0) {  // straight into the ring
+            const size_t n = static_cast<size_t>(std::min<uint64_t>(fit, t.n_bytes - off));
+            fill(t, off, std::span<std::byte>(ring.cursor(), n));
+            ring.advance(n);
+            off += n;
+          } else {  // one granule straddles two buffers: produce it aside, then copy
+            const size_t n = static_cast<size_t>(std::min<uint64_t>(granule, t.n_bytes - off));
+            scratch.resize(n);
+            fill(t, off, std::span<std::byte>(scratch.data(), n));
+            ring.put(scratch.data(), n);
+            off += n;
+          }
         }
-        const size_t n = static_cast<size_t>(std::min<uint64_t>(room, t.n_bytes - off));
-        fill(t, off, std::span<std::byte>(buf + used, n));
-        used += n;
-        off += n;
-        pos += n;
+        pos += t.n_bytes;
       }
+      ring.finish();
     }
-    if (used > 0) {
-      pipe.submit(buf, used);
-      done += used;
-    } else {
-      pipe.release_unused(buf);
-    }
-    pipe.finish();
-    if (std::fflush(f) != 0)
-      throw Error(ErrorCode::io_error, "cannot write '" + path + "': " + std::strerror(errno));
+    sink.close();
   } catch (...) {
-    std::fclose(f);
     std::error_code ec;
     std::filesystem::remove(path, ec);
     throw;
   }
-  if (std::fclose(f) != 0) throw Error(ErrorCode::io_error, "cannot close '" + path + "': " + std::strerror(errno));
   if (progress) progress(total, total);
 }
 

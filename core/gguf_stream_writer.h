@@ -13,14 +13,18 @@
 // All tensor offsets are computed when the tensor is declared, so the header is final before the
 // first data byte is produced and the file is written strictly front to back, never seeked.
 //
-// Memory: the data is produced into a ring of `n_buffers` buffers of `chunk_bytes` each (default
-// 3 x 16 MiB); a writer thread writes filled buffers while the caller's fill callback produces
-// the next one. Peak memory is the header plus the ring, whatever the file size.
+// Memory and IO: the header and the data are produced into a ring of `n_buffers` page-aligned
+// buffers of `chunk_bytes` each (default 3 x 16 MiB, rounded up to 4 KiB); a writer thread
+// writes each buffer once it is completely full, through io::FileSink with O_DIRECT where the
+// filesystem allows it (no page-cache copy: the kernel time of buffered writes is several times
+// the generation time at 20 GB), while the caller's fill callback produces the next one. Peak
+// memory is the header plus the ring, whatever the file size.
 //
 // Fill contract: fill(tensor, offset, dst) must write exactly dst.size() bytes: the tensor's
 // bytes [offset, offset + dst.size()). Pieces are handed out in order, never overlap, cover the
 // tensor exactly, and start and end on whole rows (ne[0] values) when a row fits in one buffer,
-// else on whole blocks of the tensor's type. An exception thrown by fill aborts the write and
+// else on whole blocks of the tensor's type. (A row that straddles two ring buffers is produced
+// into a side buffer and copied, so the contract holds while every ring buffer is written full.) An exception thrown by fill aborts the write and
 // propagates; the partial file is removed.
 #pragma once
 

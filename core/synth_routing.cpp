@@ -10,8 +10,30 @@
 namespace sluice::core::synth {
 namespace {
 
-constexpr double kBiasPerSkew = 0.02;  // sigmoid: exp_probs_b std per unit of skew (score units)
-constexpr double kGainPerSkew = 0.12;  // softmax: log row-gain std per unit of skew
+constexpr double kBiasPerSkew = 0.1;   // sigmoid: exp_probs_b std per unit of skew, in logit_std units
+constexpr double kGainPerSkew = 0.06;  // softmax: log row-gain std per unit of skew
+
+// Inverse of the standard normal CDF (Acklam's rational approximation; |error| < 1.2e-9).
+double normal_quantile(double p) {
+  static const double a[] = {-3.969683028665376e+01, 2.209460984245205e+02, -2.759285104469687e+02,
+                             1.383577518672690e+02, -3.066479806614716e+01, 2.506628277459239e+00};
+  static const double b[] = {-5.447609879822406e+01, 1.615858368580409e+02, -1.556989798598866e+02,
+                             6.680131188771972e+01, -1.328068155288572e+01};
+  static const double c[] = {-7.784894002430293e-03, -3.223964580411365e-01, -2.400758277161838e+00,
+                             -2.549671010929714e+00, 4.374664141464968e+00, 2.938163982698783e+00};
+  static const double d[] = {7.784695709041462e-03, 3.224671290700398e-01, 2.445134137142996e+00,
+                             3.754408661907416e+00};
+  const double lo = 0.02425;
+  if (p < lo) {
+    const double q = std::sqrt(-2 * std::log(p));
+    return (((((c[0] * q + c[1]) * q + c[2]) * q + c[3]) * q + c[4]) * q + c[5]) /
+           ((((d[0] * q + d[1]) * q + d[2]) * q + d[3]) * q + 1);
+  }
+  if (p > 1 - lo) return -normal_quantile(1 - p);
+  const double q = p - 0.5, r = q * q;
+  return (((((a[0] * r + a[1]) * r + a[2]) * r + a[3]) * r + a[4]) * r + a[5]) * q /
+         (((((b[0] * r + b[1]) * r + b[2]) * r + b[3]) * r + b[4]) * r + 1);
+}
 
 double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
 
@@ -19,9 +41,13 @@ double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
 void skew_terms(const RouterDesign& d, Rng& rng, std::vector<double>& gain, std::vector<float>& bias) {
   gain.assign(d.n_expert, 1.0);
   bias.assign(d.n_expert, 0.0f);
+  // A selection bias matters relative to how far apart the scores are around the selection
+  // threshold: sigmoid'(q) * logit_std, q = the logit quantile of the k-th of n experts.
+  const double q = d.logit_std * normal_quantile(1.0 - static_cast<double>(d.n_expert_used) / d.n_expert);
+  const double slope = sigmoid(q) * (1.0 - sigmoid(q));
   for (uint32_t e = 0; e < d.n_expert; ++e) {
     const double z = rng.normal();
-    if (d.gating == Gating::sigmoid) bias[e] = static_cast<float>(d.skew * kBiasPerSkew * z);
+    if (d.gating == Gating::sigmoid) bias[e] = static_cast<float>(d.skew * kBiasPerSkew * slope * d.logit_std * z);
     else gain[e] = std::exp(d.skew * kGainPerSkew * z);
   }
 }
@@ -83,6 +109,18 @@ void record(Tally& t, const std::vector<int>& cur, const std::vector<int>* prev,
     ++t.reuse_n;
   }
   t.all.push_back(cur);
+}
+
+// 8 independent partial sums so the compiler can vectorize without -ffast-math.
+float dot(const float* a, const float* b, uint32_t n) {
+  float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  uint32_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int j = 0; j < 8; ++j) acc[j] += a[i + j] * b[i + j];
+  float s = 0;
+  for (; i < n; ++i) s += a[i] * b[i];
+  for (float v : acc) s += v;
+  return s;
 }
 
 void check_design(const RouterDesign& d) {
@@ -181,12 +219,7 @@ RoutingStats estimate_routing(const RouterDesign& d, const RouterWeights& r, con
       for (float v : h) ss += static_cast<double>(v) * v;
       const float inv = static_cast<float>(1.0 / std::sqrt(ss / d.n_embd + 1e-6));
       for (float& v : h) v *= inv;
-      for (uint32_t e = 0; e < d.n_expert; ++e) {
-        const float* row = &r.w[static_cast<size_t>(e) * d.n_embd];
-        float acc = 0;
-        for (uint32_t i = 0; i < d.n_embd; ++i) acc += row[i] * h[i];
-        logits[e] = acc;
-      }
+      for (uint32_t e = 0; e < d.n_expert; ++e) logits[e] = dot(&r.w[static_cast<size_t>(e) * d.n_embd], h.data(), d.n_embd);
       select_experts(d, logits, r.bias, cur);
       record(t, cur, tok ? &prev : nullptr, d.n_expert_used, mark);
       prev.swap(cur);
@@ -236,7 +269,7 @@ double calibrate_ctx_share(RouterDesign d, const HiddenProcess& h, double target
   double lo = 0.0, hi = hi_limit;
   d.ctx_share = hi;
   if (estimate_routing_fast(d, h).reuse_ratio() < target_ratio) return hi;  // as close as it gets
-  for (int it = 0; it < 12; ++it) {
+  for (int it = 0; it < 9; ++it) {
     d.ctx_share = 0.5 * (lo + hi);
     (estimate_routing_fast(d, h).reuse_ratio() < target_ratio ? lo : hi) = d.ctx_share;
   }

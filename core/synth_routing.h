@@ -19,9 +19,11 @@
 //     with larger random weights (the context part). The share of logit variance from the context
 //     part, `ctx_share`, sets the temporal reuse; the total logit std is `logit_std` (3, as in the
 //     reference models);
-//   - `skew` (--skew) concentrates use: sigmoid models (deepseek2) get exp_probs_b = skew * 0.02 *
-//     N(0,1) (selection bias, score units); softmax models get per-expert router row gains
-//     exp(skew * 0.12 * N(0,1)). skew 0 gives uniform expected use.
+//   - `skew` (--skew) concentrates use: sigmoid models (deepseek2) get exp_probs_b = skew * 0.1 *
+//     N(0,1) in units of the score spread at the selection threshold (sigmoid'(q) * logit_std, q
+//     the logit of the k-th best of n experts), i.e. like shifting each expert's logit by
+//     skew * 0.1 * logit_std * N(0,1); softmax models get per-expert router row gains
+//     exp(skew * 0.06 * N(0,1)). skew 0 gives uniform expected use.
 // The estimator samples that process: per sequence, the context part c_t in S_l is an AR(1) with
 // coefficient `rho` (0.95) and stationary per-dim std `ctx_std`; the token part is fresh N(0,1)
 // in every dim; x_t = rms_norm(h_t); logits = W x_t; experts are selected with the preset's
