@@ -8,6 +8,8 @@
 #include "common/error.h"
 #include "core/gguf.h"
 #include "core/gguf_stream_writer.h"
+#include "io/aligned_buffer.h"
+#include "io/file_sink.h"
 #include "io/pread_reader.h"
 #include "tests/test_support.h"
 
@@ -159,4 +161,30 @@ TEST_CASE("stream writer reports an unwritable path and removes the partial file
                           {}, 4096, 2),
                   Error);
   CHECK_FALSE(fs::exists(path));
+}
+
+TEST_CASE("file sink writes aligned direct chunks and an unaligned tail with the exact bytes") {
+  const fs::path dir = sluice::test::temp_dir("sink");
+  for (bool direct : {true, false}) {
+    CAPTURE(direct);
+    const fs::path path = dir / (direct ? "direct.bin" : "buffered.bin");
+    sluice::io::AlignedBuffer buf(3 * sluice::io::FileSink::kDirectAlign);
+    for (size_t i = 0; i < buf.size(); ++i) buf.data()[i] = std::byte(static_cast<uint8_t>(i * 13 + 1));
+    {
+      sluice::io::FileSink sink(path.string(), direct);
+      sink.write(std::span<const std::byte>(buf.data(), 2 * sluice::io::FileSink::kDirectAlign));
+      sink.write(std::span<const std::byte>(buf.data(), sluice::io::FileSink::kDirectAlign + 100));  // last: tail
+      CHECK(sink.offset() == 3 * sluice::io::FileSink::kDirectAlign + 100);
+      sink.close();
+    }
+    const auto bytes = sluice::test::read_file(path);
+    REQUIRE(bytes.size() == 3 * sluice::io::FileSink::kDirectAlign + 100);
+    bool same = true;
+    for (size_t i = 0; i < bytes.size(); ++i) {
+      const size_t src = i < 2 * sluice::io::FileSink::kDirectAlign ? i : i - 2 * sluice::io::FileSink::kDirectAlign;
+      same = same && std::byte(bytes[i]) == buf.data()[src];
+    }
+    CHECK(same);
+  }
+  CHECK_THROWS_AS(sluice::io::FileSink("/nonexistent-dir/f.bin", true), Error);
 }
