@@ -14,11 +14,12 @@ namespace {
 
 constexpr uint32_t kGatingSoftmax = 1, kGatingSigmoid = 2;  // llama.cpp expert_gating_func
 
-enum class InitKind { random, norm, router, bias };
+enum class InitKind { random, uniform, router, bias };
 
 struct TensorInit {
   InitKind kind = InitKind::random;
   double std = 0;
+  double lo = 0.8, hi = 1.2;  // uniform
   double ctx_std = 0;       // attn_output rows inside the block's context subspace
   uint32_t ctx_dim0 = 0, ctx_dims = 0;
   uint32_t block = 0;
@@ -30,13 +31,23 @@ struct Declarer {
   uint64_t seed;
   GgufStreamWriter& w;
   std::vector<TensorInit> inits;
+  int n_attn_v = 0;  // attn_v tensors declared so far (llama-quantize's i_attention_wv)
 
   void add(const std::string& name, std::initializer_list<int64_t> ne, InitKind kind, double std, uint32_t block) {
     const Preset& p = plan.preset;
-    QuantModelInfo qi{p.n_layer, p.n_head, p.n_head_kv, p.n_expert};
+    QuantModelInfo qi;
+    qi.n_layer = p.n_layer;
+    qi.n_head = p.n_head;
+    qi.n_head_kv = p.arch == Arch::kimi_k3 ? 0 : p.n_head_kv;  // llama.cpp's n_gqa() of block 0
+    qi.n_expert = p.n_expert;
+    if (p.arch == Arch::kimi_k3)
+      for (uint32_t i = 0; i < p.n_layer; ++i) qi.n_attention_wv += p.is_mla_block(i) ? 0 : 1;
+    const bool is_v = name.find("attn_v.weight") != std::string::npos;
     GgmlType type = kind == InitKind::random
-                        ? choose_tensor_type(*plan.file_type, qi, name, ne.begin(), static_cast<uint32_t>(ne.size()))
+                        ? choose_tensor_type(*plan.file_type, qi, name, ne.begin(), static_cast<uint32_t>(ne.size()),
+                                             p.arch == Arch::kimi_k3 && is_v ? n_attn_v : -1)
                         : GgmlType::F32;
+    if (is_v) ++n_attn_v;
     w.add_tensor(name, type, ne);
     TensorInit ti;
     ti.kind = kind;
@@ -50,10 +61,57 @@ struct Declarer {
     const double fan_in = static_cast<double>(*ne.begin());
     add(name, ne, InitKind::random, (residual ? 0.15 : 1.0) / std::sqrt(fan_in), block);
   }
-  void norm(const std::string& name, int64_t n, uint32_t block) { add(name, {n}, InitKind::norm, 0, block); }
+  void norm(const std::string& name, int64_t n, uint32_t block) { add(name, {n}, InitKind::uniform, 0, block); }
+  void uniform(const std::string& name, int64_t n, double lo, double hi, uint32_t block) {
+    add(name, {n}, InitKind::uniform, 0, block);
+    inits.back().lo = lo;
+    inits.back().hi = hi;
+  }
 };
 
 std::string blk(uint32_t i, const char* what) { return "blk." + std::to_string(i) + "." + what; }
+
+void add_trailer_keys(const SynthPlan& plan, const SynthOptions& o, GgufStreamWriter& w);
+
+// kimi-k3 keys, in the order llama.cpp's converter writes them.
+void add_kimi_k3_keys(const SynthPlan& plan, GgufStreamWriter& w) {
+  const Preset& p = plan.preset;
+  const std::string a = p.arch_name + ".";
+  w.add_u32(a + "vocab_size", plan.n_vocab);
+  w.add_u32(a + "context_length", p.n_ctx_train);
+  w.add_u32(a + "embedding_length", p.n_embd);
+  w.add_u32(a + "block_count", p.n_layer);
+  w.add_u32(a + "feed_forward_length", p.n_ff);
+  w.add_u32(a + "attention.head_count", p.n_head);
+  std::vector<int32_t> kv(p.n_layer);
+  for (uint32_t i = 0; i < p.n_layer; ++i) kv[i] = p.is_mla_block(i) ? 1 : 0;
+  w.add_i32_array(a + "attention.head_count_kv", kv);
+  w.add_f32(a + "attention.layer_norm_rms_epsilon", p.rms_eps);
+  w.add_u32(a + "expert_count", p.n_expert);
+  w.add_u32(a + "expert_used_count", p.n_expert_used);
+  w.add_u32(a + "expert_group_count", p.n_group);
+  w.add_u32(a + "expert_group_used_count", p.n_group_used);
+  w.add_u32(a + "expert_gating_func", kGatingSigmoid);
+  w.add_u32(a + "ssm.conv_kernel", p.ssm_conv_kernel);
+  w.add_u32(a + "kda.head_dim", p.kda_head_dim);
+  w.add_f32(a + "kda.gate_lower_bound", p.kda_gate_lower_bound);
+  w.add_u32(a + "attention.q_lora_rank", p.q_lora_rank);
+  w.add_u32(a + "attention.kv_lora_rank", p.kv_lora_rank);
+  w.add_u32(a + "rope.dimension_count", p.rope_dim);
+  w.add_u32(a + "attention.key_length", p.kv_lora_rank + p.qk_rope_head_dim);
+  w.add_u32(a + "attention.value_length", p.kv_lora_rank);
+  w.add_u32(a + "attention.key_length_mla", p.qk_nope_head_dim + p.qk_rope_head_dim);
+  w.add_u32(a + "attention.value_length_mla", p.v_head_dim);
+  w.add_u32(a + "expert_feed_forward_length", p.n_ff_exp);
+  w.add_u32(a + "expert_shared_count", p.n_expert_shared);
+  w.add_u32(a + "leading_dense_block_count", p.n_layer_dense_lead);
+  w.add_f32(a + "expert_weights_scale", p.expert_weights_scale);
+  w.add_bool(a + "expert_weights_norm", p.expert_weights_norm);
+  w.add_u32(a + "expert_latent_length", p.n_latent);
+  w.add_f32(a + "activation.situ_beta", p.situ_beta);
+  w.add_f32(a + "activation.situ_linear_beta", p.situ_linear_beta);
+  w.add_u32(a + "attn_res.block_size", p.attn_res_block_size);
+}
 
 void add_keys(const SynthPlan& plan, const SynthOptions& o, GgufStreamWriter& w) {
   const Preset& p = plan.preset;
@@ -62,6 +120,11 @@ void add_keys(const SynthPlan& plan, const SynthOptions& o, GgufStreamWriter& w)
   w.add_string("general.name", "synth-" + p.name + "-" + std::to_string(p.n_layer) + "L");
   if (o.vocab_path.empty()) add_builtin_vocab(w, p, plan.n_vocab);
   else copy_vocab(w, p, o.vocab_path);
+  if (p.arch == Arch::kimi_k3) {
+    add_kimi_k3_keys(plan, w);
+    add_trailer_keys(plan, o, w);
+    return;
+  }
   w.add_u32(a + "context_length", p.n_ctx_train);
   w.add_u32(a + "embedding_length", p.n_embd);
   w.add_u32(a + "block_count", p.n_layer);
@@ -102,6 +165,11 @@ void add_keys(const SynthPlan& plan, const SynthOptions& o, GgufStreamWriter& w)
     w.add_u32(a + "rope.scaling.original_context_length", p.yarn_orig_ctx);
     w.add_f32(a + "rope.scaling.yarn_log_multiplier", p.yarn_log_multiplier);
   }
+  add_trailer_keys(plan, o, w);
+}
+
+void add_trailer_keys(const SynthPlan& plan, const SynthOptions& o, GgufStreamWriter& w) {
+  const Preset& p = plan.preset;
   w.add_u32("general.quantization_version", 2);
   w.add_u32("general.file_type", plan.file_type->llama_ftype);
   w.add_string("sluice.synth.preset", p.name);
@@ -118,11 +186,29 @@ std::vector<TensorInit> declare(const SynthPlan& plan, const SynthOptions& o, Gg
   Declarer d{plan, o.seed, w, {}};
   const int64_t E = p.n_embd, V = plan.n_vocab;
   d.add("token_embd.weight", {E, V}, InitKind::random, 1.0, 0);
+  const bool k3 = p.arch == Arch::kimi_k3;
   for (uint32_t i = 0; i < p.n_layer; ++i) {
     d.norm(blk(i, "attn_norm.weight"), E, i);
+    if (k3) d.add(blk(i, "attn_res_score.weight"), {E}, InitKind::random, 1.5 / std::sqrt(double(E)), i);
     int64_t attn_out_in = 0;
-    if (p.arch == Arch::deepseek2) {
-      const int64_t H = p.n_head, qk = p.qk_nope_head_dim + p.qk_rope_head_dim;
+    const int64_t H = p.n_head;
+    if (k3 && !p.is_mla_block(i)) {  // KDA linear attention
+      const int64_t dh = p.kda_head_dim, D = H * dh;
+      for (const char* c : {"ssm_conv1d_q.weight", "ssm_conv1d_k.weight", "ssm_conv1d_v.weight"})
+        d.add(blk(i, c), {p.ssm_conv_kernel, 1, D}, InitKind::random, 0.5, i);
+      d.matrix(blk(i, "attn_q.weight"), {E, D}, false, i);
+      d.matrix(blk(i, "attn_k.weight"), {E, D}, false, i);
+      d.matrix(blk(i, "attn_v.weight"), {E, D}, false, i);
+      d.matrix(blk(i, "ssm_f_a.weight"), {E, dh}, false, i);
+      d.matrix(blk(i, "ssm_f_b.weight"), {dh, D}, false, i);
+      d.matrix(blk(i, "ssm_beta.weight"), {E, H}, false, i);
+      d.uniform(blk(i, "ssm_a"), H, -2.0, -0.5, i);
+      d.uniform(blk(i, "ssm_dt.bias"), D, -4.0, 1.0, i);
+      d.matrix(blk(i, "ssm_g.weight"), {E, D}, false, i);
+      d.norm(blk(i, "ssm_norm.weight"), dh, i);
+      attn_out_in = D;
+    } else if (p.arch == Arch::deepseek2 || k3) {  // MLA
+      const int64_t qk = p.qk_nope_head_dim + p.qk_rope_head_dim;
       d.matrix(blk(i, "attn_q_a.weight"), {E, p.q_lora_rank}, false, i);
       d.norm(blk(i, "attn_q_a_norm.weight"), p.q_lora_rank, i);
       d.matrix(blk(i, "attn_q_b.weight"), {p.q_lora_rank, H * qk}, false, i);
@@ -130,17 +216,18 @@ std::vector<TensorInit> declare(const SynthPlan& plan, const SynthOptions& o, Gg
       d.norm(blk(i, "attn_kv_a_norm.weight"), p.kv_lora_rank, i);
       d.matrix(blk(i, "attn_k_b.weight"), {p.qk_nope_head_dim, p.kv_lora_rank, H}, false, i);
       d.matrix(blk(i, "attn_v_b.weight"), {p.kv_lora_rank, p.v_head_dim, H}, false, i);
+      if (k3) d.matrix(blk(i, "attn_gate.weight"), {E, H * p.v_head_dim}, false, i);
       attn_out_in = H * p.v_head_dim;
     } else {
       const int64_t hd = p.head_dim;
-      d.matrix(blk(i, "attn_q.weight"), {E, p.n_head * hd}, false, i);
+      d.matrix(blk(i, "attn_q.weight"), {E, H * hd}, false, i);
       d.matrix(blk(i, "attn_k.weight"), {E, p.n_head_kv * hd}, false, i);
       d.matrix(blk(i, "attn_v.weight"), {E, p.n_head_kv * hd}, false, i);
       if (p.arch == Arch::qwen3moe) {
         d.norm(blk(i, "attn_q_norm.weight"), hd, i);
         d.norm(blk(i, "attn_k_norm.weight"), hd, i);
       }
-      attn_out_in = p.n_head * hd;
+      attn_out_in = H * hd;
     }
     d.matrix(blk(i, "attn_output.weight"), {attn_out_in, E}, true, i);
     if (i >= p.n_layer_dense_lead) {  // context rows feed this block's router
@@ -151,6 +238,7 @@ std::vector<TensorInit> declare(const SynthPlan& plan, const SynthOptions& o, Gg
       ti.ctx_dims = rd.ctx_dims;
     }
     d.norm(blk(i, "ffn_norm.weight"), E, i);
+    if (k3) d.add(blk(i, "ffn_res_score.weight"), {E}, InitKind::random, 1.5 / std::sqrt(double(E)), i);
     if (i < p.n_layer_dense_lead) {
       d.matrix(blk(i, "ffn_gate.weight"), {E, p.n_ff}, false, i);
       d.matrix(blk(i, "ffn_up.weight"), {E, p.n_ff}, false, i);
@@ -158,11 +246,17 @@ std::vector<TensorInit> declare(const SynthPlan& plan, const SynthOptions& o, Gg
       continue;
     }
     const int64_t X = p.n_expert, F = p.n_ff_exp;
+    const int64_t L = k3 ? p.n_latent : E;  // the experts' input/output width
     d.add(blk(i, "ffn_gate_inp.weight"), {E, X}, InitKind::router, 0, i);
     if (p.gating == Gating::sigmoid) d.add(blk(i, "exp_probs_b.bias"), {X}, InitKind::bias, 0, i);
-    d.matrix(blk(i, "ffn_gate_exps.weight"), {E, F, X}, false, i);
-    d.matrix(blk(i, "ffn_up_exps.weight"), {E, F, X}, false, i);
-    d.matrix(blk(i, "ffn_down_exps.weight"), {F, E, X}, true, i);
+    if (k3) {
+      d.matrix(blk(i, "ffn_routed_down.weight"), {E, L}, false, i);
+      d.norm(blk(i, "ffn_routed_norm.weight"), L, i);
+    }
+    d.matrix(blk(i, "ffn_gate_exps.weight"), {L, F, X}, false, i);
+    d.matrix(blk(i, "ffn_up_exps.weight"), {L, F, X}, false, i);
+    d.matrix(blk(i, "ffn_down_exps.weight"), {F, L, X}, !k3, i);
+    if (k3) d.matrix(blk(i, "ffn_routed_up.weight"), {L, E}, true, i);
     if (p.n_expert_shared > 0) {
       const int64_t S = F * p.n_expert_shared;
       d.matrix(blk(i, "ffn_gate_shexp.weight"), {E, S}, false, i);
@@ -171,6 +265,7 @@ std::vector<TensorInit> declare(const SynthPlan& plan, const SynthOptions& o, Gg
     }
   }
   d.norm("output_norm.weight", E, p.n_layer);
+  if (k3) d.add("output_res_score.weight", {E}, InitKind::random, 1.5 / std::sqrt(double(E)), p.n_layer);
   d.add("output.weight", {E, V}, InitKind::random, 8.0 / std::sqrt(static_cast<double>(E)), p.n_layer);
   return d.inits;
 }
@@ -250,11 +345,11 @@ SynthResult synthesize(const SynthOptions& o, const GgufStreamWriter::Progress& 
           fill_random(t.type, rng, static_cast<float>(std), dst.subspan(r * t.row_bytes, t.row_bytes));
         }
         break;
-      case InitKind::norm:
+      case InitKind::uniform:
         for (uint64_t r = 0; r < n_rows; ++r) {
           Rng rng(mix_seed(ti.seed, row0 + r));
           float* f = reinterpret_cast<float*>(dst.data() + r * t.row_bytes);
-          for (int64_t i = 0; i < t.ne[0]; ++i) f[i] = static_cast<float>(0.8 + 0.4 * rng.uniform());
+          for (int64_t i = 0; i < t.ne[0]; ++i) f[i] = static_cast<float>(ti.lo + (ti.hi - ti.lo) * rng.uniform());
         }
         break;
       case InitKind::router: {

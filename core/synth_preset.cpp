@@ -56,6 +56,38 @@ std::vector<Preset> make_presets() {
   kimi.chat_template = std::string(kimi_k2_chat_template());
   v.push_back(kimi);
 
+  // Kimi K3: the real values of shared/reference/kimi-k3/README.md (published config and
+  // llama.cpp's converter). The context length is not given there; 131072 is an assumption.
+  Preset k3 = make_deepseek2("kimi-k3", "Kimi-K3");
+  k3.arch = Arch::kimi_k3;
+  k3.arch_name = "kimi-k3";
+  k3.n_layer = 93;
+  k3.n_layer_dense_lead = 1;
+  k3.n_vocab = 163840;
+  k3.n_ctx_train = 131072;
+  k3.n_head = 96;
+  k3.n_head_kv = 1;
+  k3.n_ff = 33792;
+  k3.n_ff_exp = 3072;
+  k3.n_latent = 3584;
+  k3.n_expert = 896;
+  k3.n_expert_used = 16;
+  k3.n_expert_shared = 2;
+  k3.n_group = 1;
+  k3.n_group_used = 1;
+  k3.expert_weights_scale = 1.0f;
+  k3.kda_head_dim = 128;
+  k3.ssm_conv_kernel = 4;
+  k3.kda_gate_lower_bound = -5.0f;
+  k3.situ_beta = 4.0f;
+  k3.situ_linear_beta = 25.0f;
+  k3.attn_res_block_size = 12;
+  k3.rms_eps = 1e-5f;
+  k3.yarn_factor = 0.0f;
+  k3.tokenizer_pre = "kimi-k2";
+  k3.chat_template = std::string(kimi_k3_chat_template());
+  v.push_back(k3);
+
   Preset dsv3 = make_deepseek2("deepseek-v3", "DeepSeek-V3");
   dsv3.n_layer_dense_lead = 3;
   dsv3.n_vocab = 129280;
@@ -183,6 +215,29 @@ std::vector<Preset> make_presets() {
   tl.n_expert = 4;
   tl.n_expert_used = 2;
   v.push_back(tl);
+
+  Preset tk3 = k3;
+  tk3.name = "tiny-kimi-k3";
+  tk3.model_name = "tiny-random-kimi-k3";
+  tk3.n_layer = 4;
+  tk3.n_embd = 256;
+  tk3.n_vocab = 2048;
+  tk3.n_ctx_train = 4096;
+  tk3.n_head = 2;
+  tk3.q_lora_rank = 256;
+  tk3.kv_lora_rank = 256;
+  tk3.n_ff = 512;
+  tk3.n_ff_exp = 256;
+  tk3.n_latent = 256;
+  tk3.n_expert = 8;
+  tk3.n_expert_used = 3;
+  tk3.expert_weights_scale = 2.5f;
+  tk3.situ_beta = 2.0f;
+  tk3.situ_linear_beta = 3.0f;
+  tk3.attn_res_block_size = 2;
+  tk3.tokenizer_pre = "gpt-2";
+  tk3.chat_template.clear();
+  v.push_back(tk3);
   return v;
 }
 

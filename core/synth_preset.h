@@ -19,6 +19,18 @@
 //   qwen3moe: attn_norm, attn_q [n_embd, n_head*head], attn_k/attn_v [n_embd, n_head_kv*head],
 //     attn_q_norm/attn_k_norm [head], attn_output [n_head*head, n_embd], ffn_norm, ffn_gate_inp, *_exps
 //   llama (Mixtral): as qwen3moe without q/k norms.
+//   kimi-k3 (Kimi K3; shared/reference/kimi-k3): hybrid blocks, MLA where
+//     is_mla_block(i) (every 4th block and the last), KDA linear attention elsewhere;
+//     attention.head_count_kv is the per-block array [0 KDA / 1 MLA]. Every block: attn_norm,
+//     ffn_norm, attn_res_score, ffn_res_score [n_embd]. KDA (d_inner = n_head*kda_head_dim):
+//     ssm_conv1d_{q,k,v} [conv_kernel, 1, d_inner] F32, attn_q/attn_k/attn_v [n_embd, d_inner],
+//     ssm_f_a [n_embd, kda_head_dim], ssm_f_b [kda_head_dim, d_inner], ssm_beta [n_embd, n_head],
+//     ssm_a [n_head], ssm_dt.bias [d_inner], ssm_g [n_embd, d_inner], ssm_norm [kda_head_dim],
+//     attn_output [d_inner, n_embd]. MLA: the deepseek2 tensors plus attn_gate
+//     [n_embd, n_head*v_head]. Latent MoE: *_exps work in the latent space ([n_latent, n_ff_exp,
+//     n_expert], down [n_ff_exp, n_latent, n_expert]) between ffn_routed_down [n_embd, n_latent],
+//     ffn_routed_norm [n_latent] and ffn_routed_up [n_latent, n_embd]; shared experts as deepseek2.
+//     Global: output_res_score [n_embd].
 //   Every model: token_embd [n_embd, n_vocab], output_norm [n_embd], output [n_embd, n_vocab].
 #pragma once
 
@@ -29,7 +41,7 @@
 
 namespace sluice::core::synth {
 
-enum class Arch { deepseek2, qwen3moe, llama };
+enum class Arch { deepseek2, qwen3moe, llama, kimi_k3 };
 enum class Gating { softmax, sigmoid };
 
 struct Preset {
@@ -61,16 +73,22 @@ struct Preset {
   uint32_t yarn_orig_ctx = 0;
   float yarn_log_multiplier = 0.0f;
   float rms_eps = 1e-6f;
+  // kimi-k3
+  uint32_t kda_head_dim = 0, ssm_conv_kernel = 0, n_latent = 0, attn_res_block_size = 0;
+  float kda_gate_lower_bound = 0.0f, situ_beta = 0.0f, situ_linear_beta = 0.0f;
   // Tokenizer defaults for the built-in vocabulary.
   std::string tokenizer_pre;   // tokenizer.ggml.pre
   bool add_bos = false;
   std::string chat_template;   // embedded copy, may be empty
 
   uint32_t n_moe_layers() const { return n_layer > n_layer_dense_lead ? n_layer - n_layer_dense_lead : 0; }
+  // kimi-k3: full (MLA) attention in blocks 3, 7, 11, ... and the last block; KDA elsewhere.
+  bool is_mla_block(uint32_t i) const { return arch != Arch::kimi_k3 || i % 4 == 3 || i + 1 == n_layer; }
 };
 
-// The known presets: kimi-k2, deepseek-v3, qwen3-30b-a3b, qwen3-235b-a22b, mixtral-8x7b, and
-// tiny-deepseek2, tiny-qwen3moe, tiny-llama-moe with the shapes of shared/reference/tiny.
+// The known presets: kimi-k2, kimi-k3, deepseek-v3, qwen3-30b-a3b, qwen3-235b-a22b,
+// mixtral-8x7b, and tiny-deepseek2, tiny-qwen3moe, tiny-llama-moe, tiny-kimi-k3 with the shapes
+// of shared/reference/tiny and shared/reference/kimi-k3.
 const std::vector<Preset>& presets();
 // Throws Error(invalid_argument) "--preset: unknown preset 'x' (known: ...)".
 const Preset& find_preset(std::string_view name);
@@ -85,6 +103,7 @@ Preset reduce(const Preset& p, uint32_t layers, uint32_t experts);
 
 // Embedded chat templates (Jinja text as the publishers ship them).
 std::string_view kimi_k2_chat_template();
+std::string_view kimi_k3_chat_template();
 std::string_view deepseek_v3_chat_template();
 std::string_view qwen3_chat_template();
 std::string_view mixtral_chat_template();

@@ -108,10 +108,10 @@ std::string file_type_names() {
 }
 
 GgmlType choose_tensor_type(const FileType& ft, const QuantModelInfo& model, std::string_view name,
-                            const int64_t* ne, uint32_t n_dims) {
+                            const int64_t* ne, uint32_t n_dims, int i_attention_wv) {
   // What llama-quantize leaves alone.
   if (!ends_with(name, "weight") || n_dims < 2 || contains(name, "_norm.weight") ||
-      contains(name, "ffn_gate_inp.weight"))
+      contains(name, "ffn_gate_inp.weight") || contains(name, "ssm_conv1d"))
     return GgmlType::F32;
   if (!is_quantized(ft.base)) return ft.base;
 
@@ -130,12 +130,14 @@ GgmlType choose_tensor_type(const FileType& ft, const QuantModelInfo& model, std
   } else if (name == "token_embd.weight") {
     // the base type
   } else if (contains(name, "attn_v.weight")) {
-    // i_attention_wv counts attn_v tensors in file order: the layer index here.
+    // i_attention_wv counts attn_v tensors in file order.
+    const int iv = i_attention_wv >= 0 ? i_attention_wv : il;
+    const int nv = model.n_attention_wv ? static_cast<int>(model.n_attention_wv) : n_layer;
     if (f == "Q2_K") t = n_gqa >= 4 ? GgmlType::Q4_K : GgmlType::Q3_K;
-    else if (f == "Q3_K_M") t = il < 2 ? GgmlType::Q5_K : GgmlType::Q4_K;
+    else if (f == "Q3_K_M") t = iv < 2 ? GgmlType::Q5_K : GgmlType::Q4_K;
     else if (f == "Q3_K_L") t = GgmlType::Q5_K;
-    else if ((f == "Q4_K_M" || f == "Q5_K_M") && use_more_bits(il, n_layer)) t = GgmlType::Q6_K;
-    else if (f == "Q4_K_S" && il < 4) t = GgmlType::Q5_K;
+    else if ((f == "Q4_K_M" || f == "Q5_K_M") && use_more_bits(iv, nv)) t = GgmlType::Q6_K;
+    else if (f == "Q4_K_S" && iv < 4) t = GgmlType::Q5_K;
     if (eight_experts) t = GgmlType::Q8_0;
   } else if (contains(name, "attn_k.weight")) {
     if (eight_experts) t = GgmlType::Q8_0;

@@ -4,9 +4,9 @@
 // gets follows the rules of llama-quantize (llama.cpp src/llama-quant.cpp, llama_tensor_get_type,
 // as checked against the reference models in shared/reference/tiny):
 //   - only tensors named *weight with >= 2 dims are quantized; norms (*_norm.weight), routers
-//     (ffn_gate_inp.weight) and biases (exp_probs_b.bias) stay F32;
+//     (ffn_gate_inp.weight), convolutions (ssm_conv1d*) and biases (exp_probs_b.bias) stay F32;
 //   - output.weight: Q6_K (Q8_0 when ne[0] is not a multiple of the block, or for MXFP4_MOE);
-//   - attn_v.weight: Q2_K -> Q4_K if n_head/n_head_kv >= 4 else Q3_K; Q3_K_M -> Q5_K for the first
+//   - attn_v.weight (i = its index among the attn_v tensors, n = their count): Q2_K -> Q4_K if n_head/n_head_kv >= 4 else Q3_K; Q3_K_M -> Q5_K for the first
 //     two, Q4_K after; Q3_K_L -> Q5_K; Q4_K_M/Q5_K_M -> Q6_K on use_more_bits layers;
 //     Q4_K_S -> Q5_K for the first four; any of them -> Q8_0 when the model has exactly 8 experts;
 //   - attn_k.weight: Q8_0 when the model has exactly 8 experts;
@@ -49,13 +49,15 @@ std::string file_type_names();  // "F32, F16, BF16, Q8_0, ..."
 // What the type rules need to know about the model.
 struct QuantModelInfo {
   uint32_t n_layer = 0;
+  uint32_t n_attention_wv = 0;  // attn_v tensors in the model (0: one per layer)
   uint32_t n_head = 1, n_head_kv = 1;
   uint32_t n_expert = 0;
 };
 
 // The ggml type llama-quantize would give tensor `name` (ggml dims `ne`, n_dims of them).
+// i_attention_wv: for an attn_v tensor, how many attn_v tensors precede it (-1: its layer).
 GgmlType choose_tensor_type(const FileType& ft, const QuantModelInfo& model, std::string_view name,
-                            const int64_t* ne, uint32_t n_dims);
+                            const int64_t* ne, uint32_t n_dims, int i_attention_wv = -1);
 
 // Fills dst (a whole number of blocks of `type`) with random blocks whose values have standard
 // deviation ~`std` and mean ~0. Supports F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K..Q6_K,

@@ -41,7 +41,7 @@ struct Specials {
 };
 
 Specials specials_for(const Preset& p) {
-  if (p.name == "kimi-k2")
+  if (p.name == "kimi-k2" || p.name == "kimi-k3")
     return {{"[BOS]", "[EOS]", "<|im_end|>", "<|im_user|>", "<|im_assistant|>", "<|im_system|>", "<|im_middle|>",
              "<|tool_calls_section_begin|>", "<|tool_calls_section_end|>", "<|tool_call_begin|>",
              "<|tool_call_argument_begin|>", "<|tool_call_end|>", "<|media_start|>", "<|media_content|>",

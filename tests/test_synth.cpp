@@ -86,18 +86,22 @@ double check_finite(const GgufFile& f, const fs::path& path, const std::string& 
 TEST_CASE("synth tiny presets carry the reference models' keys, tensor shapes and llama-quantize's types") {
   struct Case { const char* preset; const char* dir; uint32_t layers; const char* quant; const char* ref; };
   const Case cases[] = {
-      {"tiny-deepseek2", "deepseek2", 3, "Q2_K", "deepseek2-q2_k.gguf"},
-      {"tiny-deepseek2", "deepseek2", 3, "Q4_K_M", "deepseek2-q4_k_m.gguf"},
-      {"tiny-deepseek2", "deepseek2", 3, "Q8_0", "deepseek2-q8_0.gguf"},
-      {"tiny-deepseek2", "deepseek2", 3, "F16", "deepseek2-f16.gguf"},
-      {"tiny-qwen3moe", "qwen3moe", 2, "Q4_K_M", "qwen3moe-q4_k_m.gguf"},
-      {"tiny-qwen3moe", "qwen3moe", 2, "F16", "qwen3moe-f16.gguf"},
-      {"tiny-llama-moe", "llama-moe", 2, "Q4_K_M", "llama-moe-q4_k_m.gguf"},
+      {"tiny-deepseek2", "tiny/deepseek2", 3, "Q2_K", "deepseek2-q2_k.gguf"},
+      {"tiny-deepseek2", "tiny/deepseek2", 3, "Q4_K_M", "deepseek2-q4_k_m.gguf"},
+      {"tiny-deepseek2", "tiny/deepseek2", 3, "Q8_0", "deepseek2-q8_0.gguf"},
+      {"tiny-deepseek2", "tiny/deepseek2", 3, "F16", "deepseek2-f16.gguf"},
+      {"tiny-qwen3moe", "tiny/qwen3moe", 2, "Q4_K_M", "qwen3moe-q4_k_m.gguf"},
+      {"tiny-qwen3moe", "tiny/qwen3moe", 2, "F16", "qwen3moe-f16.gguf"},
+      {"tiny-llama-moe", "tiny/llama-moe", 2, "Q4_K_M", "llama-moe-q4_k_m.gguf"},
+      // kimi-k3's F16 master stores the conv taps 4-d as the converter does; llama-quantize's
+      // outputs (and synth) use 3-d, so only the quantized files are compared.
+      {"tiny-kimi-k3", "kimi-k3", 4, "Q4_K_M", "kimi-k3-q4_k_m.gguf"},
+      {"tiny-kimi-k3", "kimi-k3", 4, "Q8_0", "kimi-k3-q8_0.gguf"},
   };
   for (const Case& c : cases) {
     const std::string ref_name = c.ref;
     CAPTURE(ref_name);
-    const fs::path ref_path = sluice::test::reference_dir() / "tiny" / c.dir / c.ref;
+    const fs::path ref_path = sluice::test::reference_dir() / c.dir / c.ref;
     if (!fs::exists(ref_path)) {
       MESSAGE("reference model absent, skipped: " << ref_path.string());
       continue;
@@ -192,6 +196,27 @@ TEST_CASE("synth presets declare the real models' per-layer shapes and quant mix
         {"blk.2.ffn_down_exps.weight", GgmlType::Q6_K, {14336, 4096, 8}},
         {"token_embd.weight", GgmlType::Q4_K, {4096, 32000}}},
        3 + 3 * 10},
+      {"kimi-k3", "MXFP4_MOE", 5,  // blocks 0-2 KDA (0 dense), 3 MLA, 4 (last) MLA
+       {{"token_embd.weight", GgmlType::Q8_0, {7168, 163840}},
+        {"output.weight", GgmlType::Q8_0, {7168, 163840}},
+        {"output_res_score.weight", GgmlType::F32, {7168}},
+        {"blk.0.ffn_up.weight", GgmlType::Q8_0, {7168, 33792}},
+        {"blk.1.attn_q.weight", GgmlType::Q8_0, {7168, 12288}},
+        {"blk.1.ssm_conv1d_k.weight", GgmlType::F32, {4, 1, 12288}},
+        {"blk.1.ssm_f_b.weight", GgmlType::Q8_0, {128, 12288}},
+        {"blk.1.ssm_beta.weight", GgmlType::Q8_0, {7168, 96}},
+        {"blk.1.ssm_a", GgmlType::F32, {96}},
+        {"blk.1.attn_output.weight", GgmlType::Q8_0, {12288, 7168}},
+        {"blk.1.ffn_gate_inp.weight", GgmlType::F32, {7168, 896}},
+        {"blk.1.ffn_routed_down.weight", GgmlType::Q8_0, {7168, 3584}},
+        {"blk.1.ffn_gate_exps.weight", GgmlType::MXFP4, {3584, 3072, 896}},
+        {"blk.1.ffn_down_exps.weight", GgmlType::MXFP4, {3072, 3584, 896}},
+        {"blk.1.ffn_routed_up.weight", GgmlType::Q8_0, {3584, 7168}},
+        {"blk.1.ffn_down_shexp.weight", GgmlType::Q8_0, {6144, 7168}},
+        {"blk.3.attn_q_b.weight", GgmlType::Q8_0, {1536, 96 * 192}},
+        {"blk.3.attn_gate.weight", GgmlType::Q8_0, {7168, 96 * 128}},
+        {"blk.4.attn_kv_a_mqa.weight", GgmlType::Q8_0, {7168, 576}}},
+       4 + 21 + 2 * 29 + 2 * 24},
   };
   for (const Case& c : cases) {
     const std::string preset_name = c.preset;
@@ -291,6 +316,7 @@ TEST_CASE("kimi-k2 carries Kimi K2 Instruct's chat template verbatim") {
   CHECK(synth::find_preset("kimi-k2").chat_template.find("<|im_assistant|>assistant<|im_middle|>") != std::string::npos);
   if (!fs::exists(tmpl)) return;
   CHECK(synth::kimi_k2_chat_template() == sluice::test::read_text(tmpl));
+  CHECK(synth::kimi_k3_chat_template() == sluice::test::read_text(sluice::test::reference_dir() / "templates/Kimi-K3.jinja"));
   CHECK(synth::qwen3_chat_template() ==
         sluice::test::read_text(sluice::test::reference_dir() / "templates/Qwen-Qwen3-0.6B.jinja"));
 }

@@ -45,7 +45,7 @@ TEST_CASE("calibrated routers land in the real models' ranges when routing sampl
 }
 
 TEST_CASE("calibrated routers of the large presets land in the real models' ranges in logit space") {
-  for (std::string preset : {"kimi-k2", "deepseek-v3", "qwen3-235b-a22b"}) {
+  for (std::string preset : {"kimi-k2", "kimi-k3", "deepseek-v3", "qwen3-235b-a22b"}) {
     CAPTURE(preset);
     synth::HiddenProcess h;
     const synth::RouterDesign d = calibrated(preset.c_str(), 0, 1.0, h);
