@@ -43,7 +43,9 @@ void skew_terms(const RouterDesign& d, Rng& rng, std::vector<double>& gain, std:
   bias.assign(d.n_expert, 0.0f);
   // A selection bias matters relative to how far apart the scores are around the selection
   // threshold: sigmoid'(q) * logit_std, q = the logit quantile of the k-th of n experts.
-  const double q = d.logit_std * normal_quantile(1.0 - static_cast<double>(d.n_expert_used) / d.n_expert);
+  const double tail = std::clamp(static_cast<double>(d.n_expert_used) / d.n_expert, 0.5 / d.n_expert,
+                                 1.0 - 0.5 / d.n_expert);  // all experts used: no threshold, stay finite
+  const double q = d.logit_std * normal_quantile(1.0 - tail);
   const double slope = sigmoid(q) * (1.0 - sigmoid(q));
   for (uint32_t e = 0; e < d.n_expert; ++e) {
     const double z = rng.normal();
@@ -161,6 +163,8 @@ RouterWeights make_router(const RouterDesign& d, uint64_t seed) {
     for (uint32_t i = 0; i < d.n_embd; ++i) row[i] = static_cast<float>(gain[e] * a * rng.normal());
     for (uint32_t i = d.ctx_dim0; i < d.ctx_dim0 + d.ctx_dims; ++i) row[i] += static_cast<float>(gain[e] * b * rng.normal());
   }
+  for (float v : r.bias)
+    if (!std::isfinite(v)) throw Error(ErrorCode::internal, "router design produced a non-finite exp_probs_b");
   return r;
 }
 

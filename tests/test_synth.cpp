@@ -272,6 +272,18 @@ TEST_CASE("synth writes a real-shape model whose blocks dequantize to finite val
   CHECK(stored == rw.w);
 }
 
+TEST_CASE("synth keeps every value finite when a model uses all of its experts") {
+  synth::SynthOptions o;
+  o.preset = "tiny-deepseek2";
+  o.layers = 2;
+  o.experts = 4;  // 4 used of 4: no selection threshold for the bias design
+  o.quant = "Q4_K_M";
+  const fs::path path = synth_file(o, "all-used.gguf");
+  const GgufFile f = parse(path);
+  CHECK(f.get_uint("deepseek2.expert_used_count") == 4);
+  check_finite(f, path, "");
+}
+
 TEST_CASE("synth is deterministic for a seed and differs across seeds") {
   synth::SynthOptions o;
   o.preset = "tiny-qwen3moe";
