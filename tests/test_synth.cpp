@@ -374,8 +374,10 @@ TEST_CASE("sluice synth rejects bad flags with clear errors") {
     CHECK(r.err.find("\n") == r.err.size() - 1);  // one line
   }
   CHECK_FALSE(fs::exists(out));
-  const auto ok = sluice::test::run_sluice("synth -q --preset tiny-llama-moe --layers 1 --quant Q4_0 -o " + out.string());
+  const auto ok =
+      sluice::test::run_sluice("synth -q --estimate --preset tiny-llama-moe --layers 1 --quant Q4_0 -o " + out.string());
   CHECK(ok.exit_code == 0);
   CHECK(ok.out.find("wrote") != std::string::npos);
+  CHECK(ok.out.find("blk.0   entropy") != std::string::npos);
   CHECK(fs::exists(out));
 }
