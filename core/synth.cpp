@@ -187,6 +187,7 @@ std::vector<TensorInit> declare(const SynthPlan& plan, const SynthOptions& o, Gg
   const int64_t E = p.n_embd, V = plan.n_vocab;
   d.add("token_embd.weight", {E, V}, InitKind::random, 1.0, 0);
   const bool k3 = p.arch == Arch::kimi_k3;
+  const double qs = kQueryScale;
   for (uint32_t i = 0; i < p.n_layer; ++i) {
     d.norm(blk(i, "attn_norm.weight"), E, i);
     if (k3) d.add(blk(i, "attn_res_score.weight"), {E}, InitKind::random, 1.5 / std::sqrt(double(E)), i);
@@ -210,7 +211,7 @@ std::vector<TensorInit> declare(const SynthPlan& plan, const SynthOptions& o, Gg
     } else if (p.arch == Arch::deepseek2 || k3) {  // MLA
       const int64_t qk = p.qk_nope_head_dim + p.qk_rope_head_dim;
       d.matrix(blk(i, "attn_q_a.weight"), {E, p.q_lora_rank}, false, i);
-      d.norm(blk(i, "attn_q_a_norm.weight"), p.q_lora_rank, i);
+      d.uniform(blk(i, "attn_q_a_norm.weight"), p.q_lora_rank, 0.8 * qs, 1.2 * qs, i);
       d.matrix(blk(i, "attn_q_b.weight"), {p.q_lora_rank, H * qk}, false, i);
       d.matrix(blk(i, "attn_kv_a_mqa.weight"), {E, p.kv_lora_rank + p.qk_rope_head_dim}, false, i);
       d.norm(blk(i, "attn_kv_a_norm.weight"), p.kv_lora_rank, i);
@@ -221,10 +222,11 @@ std::vector<TensorInit> declare(const SynthPlan& plan, const SynthOptions& o, Gg
     } else {
       const int64_t hd = p.head_dim;
       d.matrix(blk(i, "attn_q.weight"), {E, H * hd}, false, i);
+      if (p.arch == Arch::llama) d.inits.back().std *= qs;
       d.matrix(blk(i, "attn_k.weight"), {E, p.n_head_kv * hd}, false, i);
       d.matrix(blk(i, "attn_v.weight"), {E, p.n_head_kv * hd}, false, i);
       if (p.arch == Arch::qwen3moe) {
-        d.norm(blk(i, "attn_q_norm.weight"), hd, i);
+        d.uniform(blk(i, "attn_q_norm.weight"), hd, 0.8 * qs, 1.2 * qs, i);
         d.norm(blk(i, "attn_k_norm.weight"), hd, i);
       }
       attn_out_in = H * hd;

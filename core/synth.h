@@ -8,7 +8,8 @@
 //     reduced; every remaining tensor has the real shape, so expert shards and reads weigh what
 //     they weigh in the real model;
 //   - llama-quantize's type mix for the chosen --quant (core/synth_quant.h);
-//   - random weights with the reference models' init: token_embd N(0,1); output
+//   - random weights with the reference models' init (except the broad-attention query scale
+//     below): token_embd N(0,1); output
 //     N(0,(8/sqrt(n_embd))^2) (logit std ~8); matrices feeding the residual stream (attn_output,
 //     ffn_down, ffn_down_exps, ffn_down_shexp) std 0.15/sqrt(fan_in); other matrices
 //     1/sqrt(fan_in); norm weights U(0.8,1.2); router and exp_probs_b from the routing design
@@ -41,9 +42,15 @@ struct SynthOptions {
   std::string out;
 };
 
-// Context rows of attn_output: std = kCtxGainStd * ctx_std / sqrt(fan_in), i.e. the attention
-// average over ~8 positions (per-dim std ~1/sqrt(8)) lands in S_l with per-dim std ~ctx_std.
-constexpr double kCtxRowStd = 2.8284271247461903;  // sqrt(8)
+// Context rows of attn_output: std = kCtxRowStd * ctx_std / sqrt(fan_in), i.e. the attention
+// average over ~16 positions (per-dim std ~1/4) lands in S_l with per-dim std ~ctx_std.
+constexpr double kCtxRowStd = 4.0;
+// Queries are scaled down (q_norm / q_a_norm weights U(0.8,1.2) * 0.3 for qwen3moe / deepseek2 /
+// kimi-k3 MLA, attn_q std * 0.3 for llama) so attention scores are small and attention is broad:
+// its output is then an average over the context, which changes slowly from token to token.
+// With the reference init (full-size queries) random attention is peaked and the forward pass
+// showed no temporal reuse at the first MoE layer; see core/synth_routing.h for measurements.
+constexpr double kQueryScale = 0.3;
 
 struct SynthPlan {
   Preset preset;           // reduced
