@@ -62,8 +62,11 @@ Engine::Engine(const EngineOptions& options) : options_(options) {
   const bool streaming = stream && config.n_expert > 0;
 
   if (streaming) {
-    auto source = std::make_unique<CachedExpertSource>(model_->gguf(), model_->config(),
-                                                       build_shard_layout(model_->gguf(), model_->config()));
+    std::optional<ShardIndex> index;
+    if (options.verify) index = ShardIndex::load(options.model_path, model_->gguf(), *reader_);
+    verifying_ = index.has_value();
+    auto source = std::make_unique<CachedExpertSource>(
+        model_->gguf(), model_->config(), build_shard_layout(model_->gguf(), model_->config(), index ? &*index : nullptr));
     streamed_ = source.get();
     experts_ = std::move(source);
   } else {

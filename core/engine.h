@@ -39,6 +39,8 @@ struct EngineOptions {
   SessionOptions session;
   io::IoOptions io;
   std::string policy = "lru";
+  // Verify every landed shard against the model's shard index (sluice index) when one exists.
+  bool verify = true;
   cache::PolicyOptions policy_options;
 };
 
@@ -71,6 +73,7 @@ class Engine {
   kernels::ThreadPool& pool() { return *pool_; }
   const BudgetSplit& budget() const { return split_; }
   const std::vector<std::string>& notices() const { return notices_; }
+  bool verifying() const { return verifying_; }
   // "budget 1.0 GiB = resident 412 MiB + KV 8 MiB + scratch 3 MiB + expert cache 601 MiB"
   std::string describe_budget() const;
 
@@ -85,6 +88,7 @@ class Engine {
   std::unique_ptr<Session> session_;
   std::unique_ptr<cache::ShardCache> cache_;
   BudgetSplit split_;
+  bool verifying_ = false;
 };
 
 }  // namespace sluice::core

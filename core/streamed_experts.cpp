@@ -16,7 +16,7 @@ std::string expert_tensor_name(int block, int part) {
 
 }  // namespace
 
-StreamedLayout build_shard_layout(const GgufFile& file, const ModelConfig& config) {
+StreamedLayout build_shard_layout(const GgufFile& file, const ModelConfig& config, const ShardIndex* index) {
   StreamedLayout s;
   s.layout.n_expert = static_cast<uint32_t>(config.n_expert);
   s.layout.n_expert_used = static_cast<uint32_t>(config.n_expert_used);
@@ -31,7 +31,12 @@ StreamedLayout build_shard_layout(const GgufFile& file, const ModelConfig& confi
                                                  " experts, expected " + std::to_string(config.n_expert));
       }
       uint64_t slice = t.n_bytes / static_cast<uint64_t>(t.ne[2]);
-      layer.tensors.push_back(cache::TensorSlice{t.name, t.file_offset, slice, slice});
+      cache::TensorSlice ts{t.name, t.file_offset, slice, slice, {}};
+      if (index) {
+        const IndexedTensor* it = index->find(t.name);
+        if (it && it->n_parts == static_cast<uint32_t>(t.ne[2])) ts.digests = it->digests;
+      }
+      layer.tensors.push_back(std::move(ts));
     }
     s.moe_layer_of_block[static_cast<size_t>(il)] = static_cast<int>(s.layout.layers.size());
     s.block_of_moe_layer.push_back(static_cast<int>(il));
@@ -57,7 +62,7 @@ CachedExpertSource::CachedExpertSource(const GgufFile& file, const ModelConfig& 
     }
   }
   planned_experts_.reserve(static_cast<size_t>(config.n_expert));
-  pins_.reserve(static_cast<size_t>(config.n_expert));
+  pins_.resize(static_cast<size_t>(config.n_expert));
   keys_.reserve(static_cast<size_t>(config.n_expert));
 }
 
@@ -69,7 +74,7 @@ cache::ShardCache& CachedExpertSource::cache() const {
 void CachedExpertSource::plan(int layer, std::span<const int32_t> experts) {
   int moe = layout_.moe_layer_of_block.at(static_cast<size_t>(layer));
   // Drop pins of an earlier step that were not released (they would block eviction).
-  pins_.clear();
+  release_all();
   planned_experts_.assign(experts.begin(), experts.end());
   planned_layer_ = layer;
   // A prefill batch can route to more experts than the layer's size class has slots: pin the
@@ -80,9 +85,12 @@ void CachedExpertSource::plan(int layer, std::span<const int32_t> experts) {
   size_t first = std::min<size_t>(experts.size(), static_cast<size_t>(window));
   keys_.clear();
   for (size_t i = 0; i < first; ++i) keys_.push_back(key(moe, experts[i]));
-  pins_ = cache().acquire_all(keys_);
-  pins_.resize(experts.size());
+  cache().acquire_all(keys_, std::span(pins_.data(), first));
   next_to_pin_ = first;
+}
+
+void CachedExpertSource::release_all() {
+  for (auto& pin : pins_) pin.release();
 }
 
 cache::ShardKey CachedExpertSource::key(int moe_layer, int expert) {
@@ -93,7 +101,7 @@ cache::ShardCache::Pin& CachedExpertSource::pin_for(int layer, int expert) {
   int moe = layout_.moe_layer_of_block.at(static_cast<size_t>(layer));
   if (layer != planned_layer_) {
     // Not planned: the protocol makes plan() a hint, so acquire alone.
-    pins_.clear();
+    release_all();
     planned_experts_.clear();
     planned_layer_ = layer;
     next_to_pin_ = 0;
@@ -101,7 +109,6 @@ cache::ShardCache::Pin& CachedExpertSource::pin_for(int layer, int expert) {
   auto it = std::find(planned_experts_.begin(), planned_experts_.end(), expert);
   if (it == planned_experts_.end()) {
     planned_experts_.push_back(expert);
-    pins_.emplace_back();
     it = planned_experts_.end() - 1;
     next_to_pin_ = std::max(next_to_pin_, planned_experts_.size());
   }

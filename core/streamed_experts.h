@@ -19,6 +19,7 @@
 #include "cache/shard_layout.h"
 #include "core/expert_source.h"
 #include "core/model.h"
+#include "core/shard_index.h"
 
 namespace sluice::core {
 
@@ -28,8 +29,10 @@ struct StreamedLayout {
   std::vector<int> moe_layer_of_block;  // transformer block -> cache layer, -1 for dense blocks
 };
 
-// Throws Error(invalid_file) when an MoE block lacks one of its expert tensors.
-StreamedLayout build_shard_layout(const GgufFile& file, const ModelConfig& config);
+// Throws Error(invalid_file) when an MoE block lacks one of its expert tensors. With an index,
+// every expert slice carries its XXH3-64 digest and the cache verifies it on landing.
+StreamedLayout build_shard_layout(const GgufFile& file, const ModelConfig& config,
+                                  const ShardIndex* index = nullptr);
 
 class CachedExpertSource final : public ExpertSource {
  public:
@@ -49,6 +52,7 @@ class CachedExpertSource final : public ExpertSource {
   };
   cache::ShardCache& cache() const;
   static cache::ShardKey key(int moe_layer, int expert);
+  void release_all();
   cache::ShardCache::Pin& pin_for(int layer, int expert);
 
   StreamedLayout layout_;
@@ -56,7 +60,7 @@ class CachedExpertSource final : public ExpertSource {
   cache::ShardCache* cache_ = nullptr;
   int planned_layer_ = -1;
   std::vector<int32_t> planned_experts_;
-  std::vector<cache::ShardCache::Pin> pins_;  // parallel to planned_experts_
+  std::vector<cache::ShardCache::Pin> pins_;  // n_expert slots; [i] pins planned_experts_[i]
   std::vector<cache::ShardKey> keys_;
   size_t next_to_pin_ = 0;  // planned experts before this index have been pinned
 };
