@@ -43,7 +43,7 @@ int cmd_bench_io(int argc, char** argv) {
       ("read-size", "bytes per read (e.g. 4M, 8M)", cxxopts::value<std::string>()->default_value("8M"))
       ("depths", "queue depths to measure", cxxopts::value<std::string>()->default_value("1,2,4,8,16,32,64"))
       ("seconds", "seconds per depth", cxxopts::value<double>()->default_value("2"))
-      ("io", "IO backend: auto, uring or pread", cxxopts::value<std::string>()->default_value("uring"))
+      ("io", "IO backend: auto (io_uring, else pread), uring or pread", cxxopts::value<std::string>()->default_value("auto"))
       ("no-direct", "read through the page cache instead of O_DIRECT")
       ("json", "print one JSON object instead of a table")
       ("h,help", "show this help");
