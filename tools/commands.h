@@ -8,6 +8,7 @@ namespace sluice::tools {
 int cmd_bench_io(int argc, char** argv);  // folded under `sluice bench io` by the lead
 int cmd_index(int argc, char** argv);
 int cmd_inspect(int argc, char** argv);
+int cmd_run(int argc, char** argv);
 int cmd_tokenize(int argc, char** argv);
 int cmd_synth(int argc, char** argv);
 int cmd_tune(int argc, char** argv);
