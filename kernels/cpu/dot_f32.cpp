@@ -3,79 +3,49 @@
 #include <algorithm>
 #include <cmath>
 
-#include "kernels/quant.h"
-
 #include "kernels/cpu/expf_ggml.h"
+#include "kernels/quant.h"
 
 namespace sluice::kernels {
 
+namespace plain_impl {
+#include "kernels/cpu/dot_f32_impl.h"
+}  // namespace plain_impl
+
+namespace fma_impl {
+float dot_f32_ggml_vec(const float* x, const float* y, int64_t n);
+float dot_f32_tinyblas(const float* x, const float* y, int64_t n);
+void matmul_f32_ggml(const WeightMatrix& w, std::span<const float> x, int64_t n_tokens, std::span<float> y,
+                     bool contiguous, ThreadPool& pool);
+void matmul_f16_ggml(const WeightMatrix& w, std::span<const float> x, int64_t n_tokens, std::span<float> y,
+                     bool contiguous, bool batch_keeps_f32, std::span<float> x_scratch, ThreadPool& pool);
+}  // namespace fma_impl
+
+namespace {
+bool have_fma() {
+  static const bool ok = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  return ok;
+}
+}  // namespace
+
 float dot_f32_ggml_vec(const float* x, const float* y, int64_t n) {
-  const int64_t np = n & ~int64_t{63};
-  float acc[4][16] = {};
-  for (int64_t i = 0; i < np; i += 64)
-    for (int j = 0; j < 4; ++j)
-      for (int r = 0; r < 16; ++r) {
-        const int64_t k = i + j * 16 + r;
-        acc[j][r] = std::fma(x[k], y[k], acc[j][r]);
-      }
-  for (int r = 0; r < 16; ++r) {
-    acc[0][r] += acc[2][r];
-    acc[1][r] += acc[3][r];
-  }
-  for (int r = 0; r < 16; ++r) acc[0][r] += acc[1][r];
-  float sum = detail::reduce_add_16(acc[0]);
-  for (int64_t i = np; i < n; ++i) sum = std::fma(x[i], y[i], sum);
-  return sum;
+  return have_fma() ? fma_impl::dot_f32_ggml_vec(x, y, n) : plain_impl::dot_f32_ggml_vec(x, y, n);
 }
 
 float dot_f32_tinyblas(const float* x, const float* y, int64_t n) {
-  float acc[16] = {};
-  for (int64_t l = 0; l < n; l += 16)
-    for (int r = 0; r < 16; ++r) acc[r] = std::fma(x[l + r], y[l + r], acc[r]);
-  return detail::reduce_add_16(acc);
+  return have_fma() ? fma_impl::dot_f32_tinyblas(x, y, n) : plain_impl::dot_f32_tinyblas(x, y, n);
 }
 
 void matmul_f32_ggml(const WeightMatrix& w, std::span<const float> x, int64_t n_tokens, std::span<float> y,
                      bool contiguous, ThreadPool& pool) {
-  const bool tiny = contiguous && n_tokens >= 2 && w.n_cols % 16 == 0;
-  pool.parallel_for(w.n_rows, 16, [&](int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r) {
-      const float* wr = reinterpret_cast<const float*>(w.data + static_cast<size_t>(r) * w.row_stride);
-      for (int64_t t = 0; t < n_tokens; ++t) {
-        const float* xt = x.data() + t * w.n_cols;
-        y[static_cast<size_t>(t * w.n_rows + r)] =
-            tiny ? dot_f32_tinyblas(wr, xt, w.n_cols) : dot_f32_ggml_vec(wr, xt, w.n_cols);
-      }
-    }
-  });
+  if (have_fma()) fma_impl::matmul_f32_ggml(w, x, n_tokens, y, contiguous, pool);
+  else plain_impl::matmul_f32_ggml(w, x, n_tokens, y, contiguous, pool);
 }
 
 void matmul_f16_ggml(const WeightMatrix& w, std::span<const float> x, int64_t n_tokens, std::span<float> y,
                      bool contiguous, bool batch_keeps_f32, std::span<float> x_scratch, ThreadPool& pool) {
-  const bool tiny = contiguous && n_tokens >= 2 && w.n_cols % 16 == 0;
-  const size_t n = static_cast<size_t>(n_tokens * w.n_cols);
-  // Activations as the kernel sees them (F16 values held in f32, or unrounded).
-  std::byte h[2 * 64];
-  for (size_t i = 0; i < n; i += 64) {
-    const int64_t m = static_cast<int64_t>(std::min<size_t>(64, n - i));
-    if (tiny && batch_keeps_f32) {
-      std::copy(x.data() + i, x.data() + i + m, x_scratch.data() + i);
-    } else {
-      quantize_row(GgmlType::F16, x.data() + i, h, m);
-      dequantize_row(GgmlType::F16, h, x_scratch.data() + i, m);
-    }
-  }
-  pool.parallel_for(w.n_rows, 16, [&](int64_t r0, int64_t r1) {
-    float wr[8192];
-    for (int64_t r = r0; r < r1; ++r) {
-      dequantize_row(GgmlType::F16, w.data + static_cast<size_t>(r) * w.row_stride, wr, w.n_cols);
-      for (int64_t t = 0; t < n_tokens; ++t) {
-        const float* xt = x_scratch.data() + t * w.n_cols;
-        y[static_cast<size_t>(t * w.n_rows + r)] =
-            tiny ? dot_f32_tinyblas(wr, xt, w.n_cols) : dot_f32_ggml_vec(wr, xt, w.n_cols);
-      }
-    }
-  });
+  if (have_fma()) fma_impl::matmul_f16_ggml(w, x, n_tokens, y, contiguous, batch_keeps_f32, x_scratch, pool);
+  else plain_impl::matmul_f16_ggml(w, x, n_tokens, y, contiguous, batch_keeps_f32, x_scratch, pool);
 }
 
 }  // namespace sluice::kernels
