@@ -49,7 +49,15 @@ Engine::Engine(const EngineOptions& options) : options_(options) {
 
   LoadOptions load;
   load.widen_f16_to_f32 = options.widen_f16_to_f32;
-  const bool stream = !options.in_core;
+  // Widening F16 to F32 is a conversion of loaded tensors; streamed shards are the file's bytes,
+  // so a widened run keeps its experts in core.
+  const bool stream = !options.in_core && !options.widen_f16_to_f32;
+  if (options.widen_f16_to_f32 && !options.in_core) {
+    if (options.budget_bytes > 0 || options.cache_experts > 0) {
+      throw Error(ErrorCode::invalid_argument, "--widen-f16 keeps every expert in RAM; it cannot be combined with a budget");
+    }
+    notices_.push_back("--widen-f16: experts are widened and held in RAM (no streaming)");
+  }
   load.load_routed_experts = !stream;
   model_ = std::make_unique<Model>(Model::load(*reader_, load));
   const ModelConfig& config = model_->config();
@@ -86,9 +94,10 @@ Engine::Engine(const EngineOptions& options) : options_(options) {
   }
 
   const cache::ShardLayout& layout = streamed_->layout().layout;
-  uint64_t all_experts_arena = cache::plan_cache(layout, UINT64_MAX / 4).arena_bytes;
-  // The smallest arena plan_cache accepts: find it from the plan's own minimum.
-  split_.expert_min = cache::plan_cache(layout, all_experts_arena).min_bytes;
+  // Plan with the reader's alignment, as the cache will: slots leave room for O_DIRECT placement.
+  const uint32_t alignment = cache::usable_alignment(reader_->alignment());
+  uint64_t all_experts_arena = cache::plan_cache(layout, UINT64_MAX / 4, alignment).arena_bytes;
+  split_.expert_min = cache::plan_cache(layout, all_experts_arena, alignment).min_bytes;
   uint64_t fixed = split_.resident_weights + split_.kv_cache + split_.scratch;
   uint64_t arena_budget = all_experts_arena;
   if (options.budget_bytes > 0) {
