@@ -1,0 +1,24 @@
+#include "kernels/vec_ops.h"
+
+namespace sluice::kernels {
+
+void add(std::span<const float> a, std::span<const float> b, std::span<float> y) {
+  for (size_t i = 0; i < a.size(); ++i) y[i] = a[i] + b[i];
+}
+
+void mul(std::span<const float> a, std::span<const float> b, std::span<float> y) {
+  for (size_t i = 0; i < a.size(); ++i) y[i] = a[i] * b[i];
+}
+
+void scale(std::span<const float> x, float s, std::span<float> y) {
+  for (size_t i = 0; i < x.size(); ++i) y[i] = x[i] * s;
+}
+
+void add_scaled(std::span<const float> x, float s, std::span<float> y) {
+  for (size_t i = 0; i < x.size(); ++i) {
+    const float p = x[i] * s;
+    y[i] += p;
+  }
+}
+
+}  // namespace sluice::kernels
