@@ -1,0 +1,92 @@
+// MLA layer of the kimi-k3 forward pass (spec section 7): absorbed, no RoPE, latent MQA cache,
+// sigmoid output gate. Reads h_, writes a_.
+#include <cstring>
+
+#include "core/kimi_k3_session.h"
+#include "kernels/activations.h"
+#include "kernels/quant.h"
+#include "kernels/softmax.h"
+
+namespace sluice::core {
+
+void KimiK3Session::mla(int64_t il, int64_t n, int64_t start_pos) {
+  const KimiK3Config& c = model_.config();
+  const KimiK3Layer& L = model_.layer(il);
+  const int64_t H = c.n_head, NOPE = c.qk_nope, ROPE = c.qk_rope, KL = c.kv_lora_rank, R = c.mla_row();
+  const int64_t DQK = NOPE + ROPE, DV = c.v_head_dim;
+
+  // q = q_b(RMSNorm(q_a h)) or q = attn_q h: [n][H][q_nope | q_pe].
+  if (L.wq_a) {
+    matmul(L.wq_a.matrix(), h_.data(), n, qa_.data());
+    rms_norm(qa_.data(), L.q_a_norm, n, c.q_lora_rank, qa_.data());
+    matmul(L.wq_b.matrix(), qa_.data(), n, q_.data());
+  } else {
+    matmul(L.wq.matrix(), h_.data(), n, q_.data());
+  }
+  // Cache rows [RMSNorm(c) | k_pe], written before attention (a token attends to itself).
+  matmul(L.wkv_a_mqa.matrix(), h_.data(), n, kv_.data());
+  for (int64_t t = 0; t < n; ++t) {
+    float* row = kv_.data() + t * R;
+    rms_norm(row, L.kv_a_norm, 1, KL, row);
+    std::byte* dst = state_.kv_row(il, start_pos + t);
+    if (state_.kv_type() == GgmlType::F32) std::memcpy(dst, row, static_cast<size_t>(R) * sizeof(float));
+    else kernels::quantize_row(state_.kv_type(), row, dst, R);
+  }
+  // The cached rows of positions [0, start_pos + n) as floats.
+  const int64_t n_kv = start_pos + n;
+  for (int64_t s = 0; s < n_kv; ++s) {
+    const std::byte* src = state_.kv_row(il, s);
+    float* dst = kv_f32_.data() + s * R;
+    if (state_.kv_type() == GgmlType::F32) std::memcpy(dst, src, static_cast<size_t>(R) * sizeof(float));
+    else kernels::dequantize_row(state_.kv_type(), src, dst, R);
+  }
+
+  // Q_h = [k_b_h q_nope_h | q_pe_h] per head: [n][H][R].
+  for (int64_t h = 0; h < H; ++h) {
+    for (int64_t t = 0; t < n; ++t)
+      std::memcpy(q_nope_.data() + t * NOPE, q_.data() + (t * H + h) * DQK, static_cast<size_t>(NOPE) * sizeof(float));
+    matmul(L.wk_b.slice(h), q_nope_.data(), n, q_abs_.data());
+    for (int64_t t = 0; t < n; ++t) {
+      float* qh = qh_.data() + (t * H + h) * R;
+      std::memcpy(qh, q_abs_.data() + t * KL, static_cast<size_t>(KL) * sizeof(float));
+      std::memcpy(qh + KL, q_.data() + (t * H + h) * DQK + NOPE, static_cast<size_t>(ROPE) * sizeof(float));
+    }
+  }
+
+  // Causal softmax(Q_h . K / sqrt(d_qk)) over the cache, values = the latent part of each row;
+  // then o_h = v_b_h o_lat_h, heads concatenated: [n][H * d_v].
+  for (int64_t h = 0; h < H; ++h) {
+    for (int64_t t = 0; t < n; ++t) {
+      const float* qh = qh_.data() + (t * H + h) * R;
+      const int64_t n_att = start_pos + t + 1;
+      for (int64_t s = 0; s < n_att; ++s) {
+        const float* kr = kv_f32_.data() + s * R;
+        float dot = 0.0f;
+        for (int64_t i = 0; i < R; ++i) dot += qh[i] * kr[i];
+        scores_[static_cast<size_t>(s)] = dot;
+      }
+      kernels::softmax({scores_.data(), static_cast<size_t>(n_att)}, c.kq_scale);
+      float* ol = o_lat_.data() + t * KL;
+      std::memset(ol, 0, static_cast<size_t>(KL) * sizeof(float));
+      for (int64_t s = 0; s < n_att; ++s) {
+        const float p = scores_[static_cast<size_t>(s)];
+        const float* kr = kv_f32_.data() + s * R;
+        for (int64_t i = 0; i < KL; ++i) ol[i] += p * kr[i];
+      }
+    }
+    matmul(L.wv_b.slice(h), o_lat_.data(), n, o_head_.data());
+    for (int64_t t = 0; t < n; ++t)
+      std::memcpy(mla_o_.data() + (t * H + h) * DV, o_head_.data() + t * DV, static_cast<size_t>(DV) * sizeof(float));
+  }
+
+  // Sigmoid output gate from the normed input, before attn_output.
+  const size_t no = static_cast<size_t>(n * H * DV);
+  if (L.w_gate) {
+    matmul(L.w_gate.matrix(), h_.data(), n, gate_.data());
+    kernels::sigmoid({gate_.data(), no}, {gate_.data(), no});
+    for (size_t i = 0; i < no; ++i) mla_o_[i] *= gate_[i];
+  }
+  matmul(L.wo.matrix(), mla_o_.data(), n, a_.data());
+}
+
+}  // namespace sluice::core

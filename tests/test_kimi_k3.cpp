@@ -1,0 +1,120 @@
+// Golden tests of the kimi-k3 forward pass against llama.cpp's outputs on the tiny reference model
+// (shared/reference/kimi-k3): teacher-forced (prompt as one batch, then each generated token alone),
+// every logits row compared with llama.cpp's run of the same file.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "core/kimi_k3_model.h"
+#include "core/kimi_k3_session.h"
+#include "kernels/thread_pool.h"
+#include "tests/test_support.h"
+
+namespace fs = std::filesystem;
+using namespace sluice;
+
+namespace {
+
+fs::path k3_dir() { return test::reference_dir() / "kimi-k3"; }
+
+struct Reference {
+  std::vector<int32_t> prompt, gen;
+  std::vector<float> logits;  // [n_rows][n_vocab]
+  nlohmann::json json;
+};
+
+Reference load_reference(const std::string& variant) {
+  Reference r;
+  r.json = nlohmann::json::parse(test::read_text(k3_dir() / ("kimi-k3-" + variant + ".json")));
+  r.prompt = r.json["prompt_tokens"].get<std::vector<int32_t>>();
+  r.gen = r.json["gen_tokens"].get<std::vector<int32_t>>();
+  const std::vector<uint8_t> raw = test::read_file(k3_dir() / ("kimi-k3-" + variant + ".logits.f32"));
+  r.logits.resize(raw.size() / 4);
+  std::memcpy(r.logits.data(), raw.data(), r.logits.size() * 4);
+  return r;
+}
+
+int argmax(const float* x, int64_t n) {
+  return static_cast<int>(std::max_element(x, x + n) - x);  // first maximum: ties go to the lowest id
+}
+
+// Teacher-forced run: returns [n_prompt + n_gen][n_vocab].
+std::vector<float> run_teacher_forced(const core::KimiK3Model& model, const Reference& ref, unsigned threads,
+                                      core::KimiK3SessionOptions opt = {}) {
+  core::KimiK3InCoreExperts experts(model);
+  kernels::ThreadPool pool(threads);
+  opt.n_ctx = 128;
+  opt.n_batch = 128;
+  core::KimiK3Session s(model, experts, pool, opt);
+  const int64_t V = model.config().n_vocab;
+  std::vector<float> out;
+  auto rows = s.forward(ref.prompt, 0);
+  out.insert(out.end(), rows.begin(), rows.end());
+  int64_t pos = static_cast<int64_t>(ref.prompt.size());
+  for (int32_t tok : ref.gen) {
+    auto row = s.forward({&tok, 1}, pos++);
+    REQUIRE(static_cast<int64_t>(row.size()) == V);
+    out.insert(out.end(), row.begin(), row.end());
+  }
+  return out;
+}
+
+struct Comparison {
+  double max_diff = 0;
+  int rows_within_1e3 = 0;
+  int n_rows = 0;
+  int greedy_equal = 0;
+  std::vector<double> row_diff;
+};
+
+Comparison compare(const std::vector<float>& ours, const Reference& ref, int64_t V) {
+  Comparison c;
+  c.n_rows = static_cast<int>(ref.logits.size() / V);
+  const int n_prompt = static_cast<int>(ref.prompt.size());
+  for (int r = 0; r < c.n_rows; ++r) {
+    double d = 0;
+    for (int64_t i = 0; i < V; ++i) d = std::max(d, std::abs(double(ours[r * V + i]) - double(ref.logits[r * V + i])));
+    c.row_diff.push_back(d);
+    c.max_diff = std::max(c.max_diff, d);
+    c.rows_within_1e3 += d <= 1e-3;
+    // Row n_prompt-1+s picks gen_tokens[s].
+    const int s = r - (n_prompt - 1);
+    if (s >= 0 && s < static_cast<int>(ref.gen.size())) c.greedy_equal += argmax(&ours[r * V], V) == ref.gen[s];
+  }
+  return c;
+}
+
+std::string describe(const std::string& variant, const Comparison& c, size_t n_gen) {
+  std::string s = "kimi-k3 " + variant + ": max|dlogit| " + std::to_string(c.max_diff) + ", rows <= 1e-3: " +
+                  std::to_string(c.rows_within_1e3) + "/" + std::to_string(c.n_rows) + ", greedy tokens equal " +
+                  std::to_string(c.greedy_equal) + "/" + std::to_string(n_gen) + "\n  per-row:";
+  char buf[32];
+  for (double d : c.row_diff) {
+    std::snprintf(buf, sizeof buf, " %.1e", d);
+    s += buf;
+  }
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("kimi-k3 f32: teacher-forced logits match llama.cpp within 1e-3 on every row") {
+  const fs::path gguf = k3_dir() / "kimi-k3-f16.gguf";
+  if (!fs::exists(gguf)) {
+    MESSAGE("skipped: " << gguf << " not found");
+    return;
+  }
+  auto model = core::KimiK3Model::load(gguf.string(), {.widen_f16_to_f32 = true});
+  const Reference ref = load_reference("f32");
+  const std::vector<float> ours = run_teacher_forced(*model, ref, 2, {.kv_type = GgmlType::F32});
+  const Comparison c = compare(ours, ref, model->config().n_vocab);
+  MESSAGE(describe("f32", c, ref.gen.size()));
+  CHECK(c.max_diff <= 1e-3);
+  CHECK(c.greedy_equal == static_cast<int>(ref.gen.size()));
+}
