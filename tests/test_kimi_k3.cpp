@@ -118,3 +118,37 @@ TEST_CASE("kimi-k3 f32: teacher-forced logits match llama.cpp within 1e-3 on eve
   CHECK(c.max_diff <= 1e-3);
   CHECK(c.greedy_equal == static_cast<int>(ref.gen.size()));
 }
+
+TEST_CASE("kimi-k3 f16: logits match llama.cpp's F16 run within 0.1 and the greedy tokens are equal") {
+  const fs::path gguf = k3_dir() / "kimi-k3-f16.gguf";
+  if (!fs::exists(gguf)) {
+    MESSAGE("skipped: " << gguf << " not found");
+    return;
+  }
+  auto model = core::KimiK3Model::load(gguf.string());
+  const Reference ref = load_reference("f16");
+  const std::vector<float> ours = run_teacher_forced(*model, ref, 2, {.kv_type = GgmlType::F32});
+  const Comparison c = compare(ours, ref, model->config().n_vocab);
+  MESSAGE(describe("f16", c, ref.gen.size()));
+  CHECK(c.max_diff <= 0.1);
+  CHECK(c.greedy_equal == static_cast<int>(ref.gen.size()));
+}
+
+TEST_CASE("kimi-k3 q8_0 and q4_k_m: logits match llama.cpp within 1e-3 on most rows and within 1.0 on every row") {
+  for (const char* variant : {"q8_0", "q4_k_m"}) {
+    CAPTURE(variant);
+    const fs::path gguf = k3_dir() / ("kimi-k3-" + std::string(variant) + ".gguf");
+    if (!fs::exists(gguf)) {
+      MESSAGE("skipped: " << gguf << " not found");
+      continue;
+    }
+    auto model = core::KimiK3Model::load(gguf.string());
+    const Reference ref = load_reference(variant);
+    const std::vector<float> ours = run_teacher_forced(*model, ref, 2, {.kv_type = GgmlType::F32});
+    const Comparison c = compare(ours, ref, model->config().n_vocab);
+    MESSAGE(describe(variant, c, ref.gen.size()));
+    CHECK(c.rows_within_1e3 >= 25);
+    CHECK(c.max_diff <= 1.0);
+    CHECK(c.greedy_equal == static_cast<int>(ref.gen.size()));
+  }
+}
