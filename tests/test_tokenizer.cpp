@@ -1,0 +1,182 @@
+// Golden tests: llama.cpp's own tokenizer outputs (../shared/reference) reproduced id for id.
+#include <doctest/doctest.h>
+
+#include <chrono>
+#include <filesystem>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/gguf.h"
+#include "core/tokenizer.h"
+#include "io/pread_reader.h"
+#include "tests/test_support.h"
+
+using sluice::core::GgufFile;
+using sluice::core::Tokenizer;
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::string kPrompt = "The quick brown fox jumps over the lazy dog, then it runs home to sleep.";
+
+Tokenizer load_tokenizer(const fs::path& path) {
+  sluice::io::PreadReader reader(path.string());
+  return Tokenizer::from_gguf(GgufFile::parse(reader));
+}
+
+// llama.cpp's test-tokenizer-0 format: strings separated by "\n__ggml_vocab_test__\n", the last
+// one followed by the separator too.
+std::vector<std::string> read_cases(const fs::path& path) {
+  const std::string text = sluice::test::read_text(path);
+  const std::string separator = "\n__ggml_vocab_test__\n";
+  std::vector<std::string> cases;
+  size_t begin = 0;
+  for (size_t hit; (hit = text.find(separator, begin)) != std::string::npos; begin = hit + separator.size()) {
+    cases.push_back(text.substr(begin, hit - begin));
+  }
+  return cases;
+}
+
+std::vector<std::vector<int32_t>> read_expected(const fs::path& path) {
+  std::istringstream in(sluice::test::read_text(path));
+  std::vector<std::vector<int32_t>> expected;
+  for (std::string line; std::getline(in, line);) {
+    std::istringstream ids(line);
+    expected.emplace_back();
+    for (int32_t id; ids >> id;) expected.back().push_back(id);
+  }
+  return expected;
+}
+
+std::string show(const std::vector<int32_t>& ids) {
+  std::string s;
+  for (int32_t id : ids) s += (s.empty() ? "" : " ") + std::to_string(id);
+  return "[" + s + "]";
+}
+
+// Tokenizes every test string (add_special = false, parse_special = false) and compares.
+// Returns the number that match.
+size_t check_vectors(const Tokenizer& tok, const fs::path& inp, const fs::path& out) {
+  const auto cases = read_cases(inp);
+  const auto expected = read_expected(out);
+  REQUIRE(cases.size() == expected.size());
+  size_t passed = 0;
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const auto got = tok.encode(cases[i], false, false);
+    CHECK_MESSAGE(got == expected[i], "case ", i, ": got ", show(got), ", llama.cpp ", show(expected[i]));
+    passed += got == expected[i];
+  }
+  MESSAGE(out.filename().string(), ": ", passed, "/", cases.size(), " test strings match llama.cpp");
+  return passed;
+}
+
+std::string to_hex(const std::string& bytes) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  for (char c : bytes) {
+    out.push_back(kHex[static_cast<uint8_t>(c) >> 4]);
+    out.push_back(kHex[static_cast<uint8_t>(c) & 15]);
+  }
+  return out;
+}
+
+fs::path vocab_dir() { return sluice::test::reference_dir() / "tokenizer"; }
+
+void check_vocab_file(const std::string& name) {
+  const fs::path gguf = vocab_dir() / (name + ".gguf");
+  if (!fs::exists(gguf)) {
+    MESSAGE("skipped: ", gguf.string(), " is absent");
+    return;
+  }
+  const Tokenizer tok = load_tokenizer(gguf);
+  check_vectors(tok, vocab_dir() / (name + ".gguf.inp"), vocab_dir() / (name + ".gguf.out"));
+}
+
+struct TinyModel {
+  const char* dir;  // under reference/
+  const char* stem;
+};
+const TinyModel kTinyModels[] = {
+    {"tiny/deepseek2", "deepseek2"},
+    {"tiny/qwen3moe", "qwen3moe"},
+    {"tiny/llama-moe", "llama-moe"},
+    {"kimi-k3", "kimi-k3"},
+};
+
+}  // namespace
+
+TEST_CASE("SentencePiece (llama-spm) vocabulary tokenizes llama.cpp's test strings as llama.cpp does") {
+  check_vocab_file("ggml-vocab-llama-spm");
+}
+
+TEST_CASE("GPT-2 vocabulary tokenizes llama.cpp's test strings as llama.cpp does") {
+  check_vocab_file("ggml-vocab-gpt-2");
+}
+
+TEST_CASE("Qwen2 vocabulary tokenizes llama.cpp's test strings as llama.cpp does") {
+  check_vocab_file("ggml-vocab-qwen2");
+}
+
+TEST_CASE("Llama 3 (llama-bpe) vocabulary tokenizes llama.cpp's test strings as llama.cpp does") {
+  check_vocab_file("ggml-vocab-llama-bpe");
+}
+
+TEST_CASE("each tiny model's truncated vocabulary tokenizes the test strings as llama.cpp does") {
+  for (const TinyModel& model : kTinyModels) {
+    const fs::path dir = sluice::test::reference_dir() / model.dir;
+    const fs::path gguf = dir / (std::string(model.stem) + "-f16.gguf");
+    if (!fs::exists(gguf)) {
+      MESSAGE("skipped: ", gguf.string(), " is absent");
+      continue;
+    }
+    CAPTURE(model.stem);
+    const Tokenizer tok = load_tokenizer(gguf);
+    check_vectors(tok, vocab_dir() / "tests.inp", dir / "tokenizer-tests.out");
+  }
+}
+
+TEST_CASE("the reference prompt tokenizes to each model's recorded prompt tokens and pieces") {
+  for (const TinyModel& model : kTinyModels) {
+    const fs::path dir = sluice::test::reference_dir() / model.dir;
+    const fs::path gguf = dir / (std::string(model.stem) + "-f16.gguf");
+    const fs::path manifest = dir / (std::string(model.stem) + "-f16.json");
+    if (!fs::exists(gguf) || !fs::exists(manifest)) {
+      MESSAGE("skipped: ", gguf.string(), " is absent");
+      continue;
+    }
+    CAPTURE(model.stem);
+    const Tokenizer tok = load_tokenizer(gguf);
+    const auto json = nlohmann::json::parse(sluice::test::read_text(manifest));
+    const auto expected = json.at("prompt_tokens").get<std::vector<int32_t>>();
+    const auto got = tok.encode(kPrompt, true, false);
+    CHECK_MESSAGE(got == expected, "got ", show(got), ", llama.cpp ", show(expected));
+
+    // *_pieces_hex hold the exact bytes (the plain *_pieces show a lone byte as U+FFFD).
+    for (const char* field : {"prompt", "gen"}) {
+      const auto ids = json.at(std::string(field) + "_tokens").get<std::vector<int32_t>>();
+      const auto hex = json.at(std::string(field) + "_pieces_hex").get<std::vector<std::string>>();
+      REQUIRE(ids.size() == hex.size());
+      for (size_t i = 0; i < ids.size(); ++i) {
+        CHECK_MESSAGE(to_hex(tok.token_to_piece(ids[i])) == hex[i], field, " token ", ids[i]);
+      }
+    }
+  }
+}
+
+TEST_CASE("the full Qwen2 and Llama 3 vocabularies load in well under a second") {
+  for (const char* name : {"ggml-vocab-qwen2.gguf", "ggml-vocab-llama-bpe.gguf"}) {
+    const fs::path gguf = vocab_dir() / name;
+    if (!fs::exists(gguf)) continue;
+    const auto start = std::chrono::steady_clock::now();
+    const Tokenizer tok = load_tokenizer(gguf);
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    MESSAGE(std::string(name), ": ", tok.n_vocab(), " tokens loaded in ", seconds * 1000, " ms");
+    CHECK(tok.n_vocab() > 100000);
+#ifdef NDEBUG  // sanitizer builds are several times slower
+    CHECK(seconds < 1.0);
+#endif
+  }
+}
