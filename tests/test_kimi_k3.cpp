@@ -7,12 +7,14 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "core/kimi_k3_model.h"
 #include "core/kimi_k3_session.h"
+#include "core/tokenizer.h"
 #include "kernels/thread_pool.h"
 #include "tests/test_support.h"
 
@@ -24,6 +26,7 @@ namespace {
 fs::path k3_dir() { return test::reference_dir() / "kimi-k3"; }
 
 struct Reference {
+  std::string prompt_text;
   std::vector<int32_t> prompt, gen;
   std::vector<float> logits;  // [n_rows][n_vocab]
   nlohmann::json json;
@@ -32,6 +35,7 @@ struct Reference {
 Reference load_reference(const std::string& variant) {
   Reference r;
   r.json = nlohmann::json::parse(test::read_text(k3_dir() / ("kimi-k3-" + variant + ".json")));
+  r.prompt_text = r.json["prompt_text"].get<std::string>();
   r.prompt = r.json["prompt_tokens"].get<std::vector<int32_t>>();
   r.gen = r.json["gen_tokens"].get<std::vector<int32_t>>();
   const std::vector<uint8_t> raw = test::read_file(k3_dir() / ("kimi-k3-" + variant + ".logits.f32"));
@@ -44,17 +48,48 @@ int argmax(const float* x, int64_t n) {
   return static_cast<int>(std::max_element(x, x + n) - x);  // first maximum: ties go to the lowest id
 }
 
-// Teacher-forced run: returns [n_prompt + n_gen][n_vocab].
+// Records every routing decision as (pos, layer) -> experts in selection order.
+struct RoutingLog final : core::KimiK3RoutingObserver {
+  std::map<std::pair<int64_t, int>, std::vector<int32_t>> experts;
+  void on_routing(const core::KimiK3Routing& r) override {
+    experts[{r.pos, r.layer}] = std::vector<int32_t>(r.experts.begin(), r.experts.end());
+  }
+};
+
+// Routing records of llama.cpp's run whose expert list differs from ours (as sets).
+int routing_mismatches(const RoutingLog& log, const Reference& ref) {
+  int bad = 0;
+  for (const auto& rec : ref.json["routing"]) {
+    auto want = rec["experts"].get<std::vector<int32_t>>();
+    auto it = log.experts.find({rec["pos"].get<int64_t>(), rec["layer"].get<int>()});
+    if (it == log.experts.end()) {
+      ++bad;
+      continue;
+    }
+    auto got = it->second;
+    std::sort(want.begin(), want.end());
+    std::sort(got.begin(), got.end());
+    bad += got != want;
+  }
+  return bad;
+}
+
+// Teacher-forced run: the prompt (tokenized from the manifest's text, which must give llama.cpp's
+// ids) as one batch, then each generated token alone. Returns [n_prompt + n_gen][n_vocab].
 std::vector<float> run_teacher_forced(const core::KimiK3Model& model, const Reference& ref, unsigned threads,
-                                      core::KimiK3SessionOptions opt = {}) {
+                                      core::KimiK3SessionOptions opt = {}, RoutingLog* log = nullptr) {
+  const core::Tokenizer tok = core::Tokenizer::from_gguf(model.gguf());
+  const std::vector<int32_t> prompt = tok.encode(ref.prompt_text, true, false);
+  CHECK(prompt == ref.prompt);
   core::KimiK3InCoreExperts experts(model);
   kernels::ThreadPool pool(threads);
   opt.n_ctx = 128;
   opt.n_batch = 128;
   core::KimiK3Session s(model, experts, pool, opt);
+  s.set_routing_observer(log);
   const int64_t V = model.config().n_vocab;
   std::vector<float> out;
-  auto rows = s.forward(ref.prompt, 0);
+  auto rows = s.forward(prompt, 0);
   out.insert(out.end(), rows.begin(), rows.end());
   int64_t pos = static_cast<int64_t>(ref.prompt.size());
   for (int32_t tok : ref.gen) {
@@ -112,9 +147,11 @@ TEST_CASE("kimi-k3 f32: teacher-forced logits match llama.cpp within 1e-3 on eve
   }
   auto model = core::KimiK3Model::load(gguf.string(), {.widen_f16_to_f32 = true});
   const Reference ref = load_reference("f32");
-  const std::vector<float> ours = run_teacher_forced(*model, ref, 2, {.kv_type = GgmlType::F32});
+  RoutingLog log;
+  const std::vector<float> ours = run_teacher_forced(*model, ref, 2, {.kv_type = GgmlType::F32}, &log);
   const Comparison c = compare(ours, ref, model->config().n_vocab);
   MESSAGE(describe("f32", c, ref.gen.size()));
+  CHECK(routing_mismatches(log, ref) == 0);
   CHECK(c.max_diff <= 1e-3);
   CHECK(c.greedy_equal == static_cast<int>(ref.gen.size()));
 }
@@ -127,9 +164,11 @@ TEST_CASE("kimi-k3 f16: logits match llama.cpp's F16 run within 0.1 and the gree
   }
   auto model = core::KimiK3Model::load(gguf.string());
   const Reference ref = load_reference("f16");
-  const std::vector<float> ours = run_teacher_forced(*model, ref, 2, {.kv_type = GgmlType::F32});
+  RoutingLog log;
+  const std::vector<float> ours = run_teacher_forced(*model, ref, 2, {.kv_type = GgmlType::F32}, &log);
   const Comparison c = compare(ours, ref, model->config().n_vocab);
   MESSAGE(describe("f16", c, ref.gen.size()));
+  CHECK(routing_mismatches(log, ref) == 0);
   CHECK(c.max_diff <= 0.1);
   CHECK(c.greedy_equal == static_cast<int>(ref.gen.size()));
 }
@@ -144,9 +183,11 @@ TEST_CASE("kimi-k3 q8_0 and q4_k_m: logits match llama.cpp within 1e-3 on most r
     }
     auto model = core::KimiK3Model::load(gguf.string());
     const Reference ref = load_reference(variant);
-    const std::vector<float> ours = run_teacher_forced(*model, ref, 2, {.kv_type = GgmlType::F32});
+    RoutingLog log;
+    const std::vector<float> ours = run_teacher_forced(*model, ref, 2, {.kv_type = GgmlType::F32}, &log);
     const Comparison c = compare(ours, ref, model->config().n_vocab);
-    MESSAGE(describe(variant, c, ref.gen.size()));
+    MESSAGE(describe(variant, c, ref.gen.size()) << "\n  routing records differing from llama.cpp: "
+                                                 << routing_mismatches(log, ref));
     CHECK(c.rows_within_1e3 >= 25);
     CHECK(c.max_diff <= 1.0);
     CHECK(c.greedy_equal == static_cast<int>(ref.gen.size()));
