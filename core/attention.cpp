@@ -1,0 +1,147 @@
+// Session attention: GQA (llama, qwen3moe) and absorbed MLA (deepseek2), as llama.cpp's graphs.
+#include <algorithm>
+#include <cstring>
+
+#include "core/session.h"
+#include "kernels/quant.h"
+#include "kernels/rms_norm.h"
+#include "kernels/rope.h"
+#include "kernels/softmax.h"
+
+namespace sluice::core {
+
+namespace {
+size_t sz(int64_t n) { return static_cast<size_t>(n); }
+size_t align_up(size_t n) { return (n + 63) / 64 * 64; }
+}  // namespace
+
+void Session::attention_gqa(int64_t il, int64_t n, int64_t start_pos) {
+  const ModelConfig& c = model_.config();
+  const LayerWeights& L = model_.layer(il);
+  const int64_t H = c.n_head, Hkv = c.n_head_kv, Dk = c.head_dim_k, Dv = c.head_dim_v;
+  matmul(L.wq.matrix(), cur_.data(), n, q_.data());
+  matmul(L.wk.matrix(), cur_.data(), n, k_.data());
+  matmul(L.wv.matrix(), cur_.data(), n, v_.data());
+  if (L.q_norm) {
+    const std::span<float> q{q_.data(), sz(n * H * Dk)};
+    kernels::rms_norm(q, L.q_norm.f32(), c.rms_eps, Dk, q);
+  }
+  if (L.k_norm) {
+    const std::span<float> k{k_.data(), sz(n * Hkv * Dk)};
+    kernels::rms_norm(k, L.k_norm.f32(), c.rms_eps, Dk, k);
+  }
+  for (int64_t t = 0; t < n; ++t) {
+    kernels::rope_cache(c.rope, start_pos + t, rope_cache_);
+    kernels::rope_apply(c.rope, rope_cache_, q_.data() + t * H * Dk, H, Dk);
+    kernels::rope_apply(c.rope, rope_cache_, k_.data() + t * Hkv * Dk, Hkv, Dk);
+    kv_.store(k_.data() + t * Hkv * Dk, kv_.k(il, start_pos + t), Hkv * Dk);
+    kv_.store(v_.data() + t * Hkv * Dv, kv_.v(il, start_pos + t), Hkv * Dv);
+  }
+  attend(il, n, start_pos, q_.data(), H * Dk, Dk, Dk, Dv, heads_out_.data(), H * Dv, Dv);
+  matmul(L.wo.matrix(), heads_out_.data(), n, attn_out_.data());
+}
+
+void Session::attention_mla(int64_t il, int64_t n, int64_t start_pos) {
+  const ModelConfig& c = model_.config();
+  const LayerWeights& L = model_.layer(il);
+  const int64_t H = c.n_head, N = c.qk_nope, R = c.qk_rope, Lkv = c.kv_lora_rank, V = c.v_head_dim;
+  const int64_t QH = N + R;  // per-head q: [nope | rope]
+  const int64_t KR = R + Lkv;  // cache row and absorbed q: [rope | latent]
+  if (c.q_lora_rank > 0) {
+    matmul(L.wq_a.matrix(), cur_.data(), n, qa_.data());
+    const std::span<float> qa{qa_.data(), sz(n * c.q_lora_rank)};
+    kernels::rms_norm(qa, L.q_a_norm.f32(), c.rms_eps, c.q_lora_rank, qa);
+    matmul(L.wq_b.matrix(), qa_.data(), n, q_.data());
+  } else {
+    matmul(L.wq.matrix(), cur_.data(), n, q_.data());
+  }
+  matmul(L.wkv_a_mqa.matrix(), cur_.data(), n, kva_.data());
+  for (int64_t t = 0; t < n; ++t) {
+    float* q = q_.data() + t * H * QH;
+    float* kva = kva_.data() + t * KR;  // [latent | rope] as the projection emits it
+    kernels::rope_cache(c.rope, start_pos + t, rope_cache_);
+    kernels::rope_apply(c.rope, rope_cache_, q + N, H, QH);
+    kernels::rope_apply(c.rope, rope_cache_, kva + Lkv, 1, R);
+    const std::span<float> latent{kva, sz(Lkv)};
+    kernels::rms_norm(latent, L.kv_a_norm.f32(), c.rms_eps, Lkv, latent);
+    // Kcur = [k_pe | latent]; Qcur[h] = [q_pe | absorbed q_nope] (filled below)
+    float* row = kqv_.data();  // scratch for one cache row (kqv_ is only filled later)
+    std::memcpy(row, kva + Lkv, sz(R) * 4);
+    std::memcpy(row + R, kva, sz(Lkv) * 4);
+    kv_.store(row, kv_.k(il, start_pos + t), KR);
+    for (int64_t h = 0; h < H; ++h) std::memcpy(qcur_.data() + (t * H + h) * KR, q + h * QH + N, sz(R) * 4);
+  }
+  // q_nope_absorbed[h] = wk_b[h] q_nope[h]: [qk_nope] -> [kv_lora]
+  for (int64_t h = 0; h < H; ++h) {
+    for (int64_t t = 0; t < n; ++t)
+      std::memcpy(head_in_.data() + t * N, q_.data() + t * H * QH + h * QH, sz(N) * 4);
+    matmul(L.wk_b.slice(h), head_in_.data(), n, head_res_.data());
+    for (int64_t t = 0; t < n; ++t)
+      std::memcpy(qcur_.data() + (t * H + h) * KR + R, head_res_.data() + t * Lkv, sz(Lkv) * 4);
+  }
+  attend(il, n, start_pos, qcur_.data(), H * KR, KR, KR, Lkv, kqv_.data(), H * Lkv, Lkv);
+  // decompress: out[h] = wv_b[h] kqv[h]: [kv_lora] -> [v_head]
+  for (int64_t h = 0; h < H; ++h) {
+    for (int64_t t = 0; t < n; ++t)
+      std::memcpy(head_in_.data() + t * Lkv, kqv_.data() + (t * H + h) * Lkv, sz(Lkv) * 4);
+    matmul(L.wv_b.slice(h), head_in_.data(), n, head_res_.data());
+    for (int64_t t = 0; t < n; ++t)
+      std::memcpy(heads_out_.data() + t * H * V + h * V, head_res_.data() + t * V, sz(V) * 4);
+  }
+  matmul(L.wo.matrix(), heads_out_.data(), n, attn_out_.data());
+}
+
+void Session::attend(int64_t il, int64_t n, int64_t start_pos, const float* q, int64_t q_stride,
+                     int64_t q_head_stride, int64_t k_len, int64_t v_len, float* out, int64_t out_stride,
+                     int64_t out_head_stride) {
+  const ModelConfig& c = model_.config();
+  const int64_t H = c.n_head;
+  const int64_t group = c.is_mla() ? H : H / c.n_head_kv;
+  const GgmlType kt = kv_.type();
+  const GgmlType qt = kernels::vec_dot_type(kt);
+  const size_t es = kv_.elem_bytes();
+  const int64_t n_ctx = kv_.n_ctx();
+  const bool mla = c.is_mla();
+  const float kq_scale = c.kq_scale;
+  const int64_t n_pairs = n * H;
+  const int64_t n_slots = n_slots_;
+  pool_.parallel_for(n_slots, 1, [&](int64_t s0, int64_t s1) {
+    for (int64_t slot = s0; slot < s1; ++slot) {
+      std::byte* base = slots_.data() + sz(slot) * slot_bytes_;
+      float* scores = reinterpret_cast<float*>(base);
+      std::byte* p16 = base + align_up(sz(n_ctx) * 4);
+      std::byte* qact = p16 + align_up(sz(n_ctx) * 2);
+      float* vrow = reinterpret_cast<float*>(qact + align_up(ggml_row_bytes(qt, static_cast<uint64_t>(k_len))));
+      for (int64_t p = slot; p < n_pairs; p += n_slots) {
+        const int64_t t = p / H, h = p % H;
+        const int64_t kvh = h / group;
+        const int64_t n_kv = start_pos + t + 1;  // causal
+        kernels::quantize_row(qt, q + t * q_stride + h * q_head_stride, qact, k_len);
+        const size_t k_off = mla ? 0 : sz(kvh * k_len) * es;
+        for (int64_t j = 0; j < n_kv; ++j)
+          scores[j] = kernels::vec_dot(kt, kv_.k(il, j) + k_off, qact, k_len);
+        kernels::softmax({scores, sz(n_kv)}, kq_scale);
+        if (kt == GgmlType::F16) {  // ggml rounds kq to F16 to meet an F16 V
+          kernels::quantize_row(GgmlType::F16, scores, p16, n_kv);
+          kernels::dequantize_row(GgmlType::F16, p16, scores, n_kv);
+        }
+        float* o = out + t * out_stride + h * out_head_stride;
+        std::fill(o, o + v_len, 0.0f);
+        for (int64_t j = 0; j < n_kv; ++j) {
+          const std::byte* vr = mla ? kv_.k(il, j) + sz(c.qk_rope) * es : kv_.v(il, j) + sz(kvh * v_len) * es;
+          const float* vf;
+          if (kt == GgmlType::F32) {
+            vf = reinterpret_cast<const float*>(vr);
+          } else {
+            kernels::dequantize_row(kt, vr, vrow, v_len);
+            vf = vrow;
+          }
+          const float w = scores[j];
+          for (int64_t i = 0; i < v_len; ++i) o[i] += w * vf[i];
+        }
+      }
+    }
+  });
+}
+
+}  // namespace sluice::core

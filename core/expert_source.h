@@ -1,0 +1,74 @@
+// ExpertSource: where the forward pass gets routed expert weights from.
+//
+// A routed expert of one MoE layer is three matrices (one "shard" in cache/ terms):
+//   gate  [n_embd -> n_ff_exp]   WeightMatrix{n_cols = n_embd,   n_rows = n_ff_exp}
+//   up    [n_embd -> n_ff_exp]   WeightMatrix{n_cols = n_embd,   n_rows = n_ff_exp}
+//   down  [n_ff_exp -> n_embd]   WeightMatrix{n_cols = n_ff_exp, n_rows = n_embd}
+// in the file's ggml type and row layout (the slice of blk.N.ffn_{gate,up,down}_exps.weight).
+//
+// Protocol, per MoE layer and forward() call (one batch of tokens):
+//   1. plan(layer, experts): the distinct experts the batch routed to, ascending. A streaming
+//      source starts reads for the ones it does not hold (a hint; it may ignore it).
+//   2. acquire(layer, e) for each of them, in that ascending order: blocks until e's weights are
+//      resident and pins them; the views stay valid until release(layer, e).
+//   3. release(layer, e) once the expert's outputs for the batch are computed.
+// At most one expert is pinned at a time by the forward pass today; a source must still allow
+// several (a future forward pass may overlap compute with the next acquire).
+//
+// Results do not depend on the source: each (token, routing slot) output is kept separately and
+// the slots are summed in routing order after all experts ran, so any source that returns the
+// same bytes gives bit-identical logits.
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include "kernels/matvec.h"
+
+namespace sluice::core {
+
+class Model;
+
+struct ExpertWeights {
+  kernels::WeightMatrix gate;
+  kernels::WeightMatrix up;
+  kernels::WeightMatrix down;
+};
+
+class ExpertSource {
+ public:
+  virtual ~ExpertSource() = default;
+  virtual void plan(int layer, std::span<const int32_t> experts) { (void)layer, (void)experts; }
+  virtual ExpertWeights acquire(int layer, int expert) = 0;
+  virtual void release(int layer, int expert) = 0;
+};
+
+// RAII pin over acquire/release.
+class ExpertPin {
+ public:
+  ExpertPin(ExpertSource& source, int layer, int expert)
+      : source_(source), layer_(layer), expert_(expert), weights_(source.acquire(layer, expert)) {}
+  ~ExpertPin() { source_.release(layer_, expert_); }
+  ExpertPin(const ExpertPin&) = delete;
+  ExpertPin& operator=(const ExpertPin&) = delete;
+  const ExpertWeights& weights() const { return weights_; }
+
+ private:
+  ExpertSource& source_;
+  int layer_;
+  int expert_;
+  ExpertWeights weights_;
+};
+
+// The in-core source: views into a Model loaded with its routed experts.
+class InCoreExpertSource final : public ExpertSource {
+ public:
+  explicit InCoreExpertSource(const Model& model);  // Error(invalid_argument) without experts
+  ExpertWeights acquire(int layer, int expert) override;
+  void release(int, int) override {}
+
+ private:
+  const Model& model_;
+};
+
+}  // namespace sluice::core

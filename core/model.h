@@ -1,0 +1,100 @@
+// Model: a GGUF model's configuration and its weights, loaded into RAM.
+//
+// Weights are read with plain reads (io::Reader::read_sync, no mmap) into one 64-byte-aligned
+// arena, one slot per tensor, in the tensor's own ggml type and layout:
+//   - 1-D tensors (norm weights, biases) are always stored as F32 (widened when the file has
+//     them in F16/BF16), so ops can read them as floats;
+//   - with `widen_f16_to_f32`, every F16 tensor becomes F32 (exact), which turns the F16 file
+//     of the reference set into its F32 master;
+//   - a deepseek2 file in the older `attn_kv_b` form is split at load into the `attn_k_b`
+//     ([qk_nope, kv_lora, n_head], transposed; F32 when kv_b is quantized) and `attn_v_b`
+//     ([kv_lora, v_head, n_head], the kv_b rows as stored) form, so one absorbed-MLA forward pass
+//     serves both forms;
+//   - with `load_routed_experts = false`, the routed expert tensors (`ffn_*_exps`) are not read:
+//     an out-of-core ExpertSource supplies them (see core/expert_source.h).
+//
+// Every tensor's name, shape and type is checked against the architecture (core/model_config.h)
+// before anything is read.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/gguf.h"
+#include "core/model_config.h"
+#include "io/reader.h"
+#include "kernels/matvec.h"
+
+namespace sluice::core {
+
+struct Tensor {
+  GgmlType type = GgmlType::F32;
+  std::array<int64_t, 4> ne{1, 1, 1, 1};
+  const std::byte* data = nullptr;
+  size_t row_bytes = 0;  // bytes of one ne[0] row
+
+  explicit operator bool() const { return data != nullptr; }
+  // The whole tensor as rows of ne[0] values (ne[1] * ne[2] rows).
+  kernels::WeightMatrix matrix() const;
+  // Matrix i2 of a 3-D tensor [ne0, ne1, ne2]: ne[1] rows of ne[0] values.
+  kernels::WeightMatrix slice(int64_t i2) const;
+  // An F32 vector (1-D tensors are always F32 in memory).
+  std::span<const float> f32() const;
+};
+
+struct LayerWeights {
+  Tensor attn_norm, ffn_norm;
+  // GQA (llama, qwen3moe)
+  Tensor wq, wk, wv, wo, q_norm, k_norm;
+  // MLA (deepseek2); wq is used when there is no q_lora
+  Tensor wq_a, q_a_norm, wq_b, wkv_a_mqa, kv_a_norm, wk_b, wv_b;
+  // dense FFN
+  Tensor ffn_gate, ffn_up, ffn_down;
+  // MoE
+  Tensor gate_inp;     // [n_embd, n_expert]
+  Tensor exp_probs_b;  // [n_expert], selection bias (optional)
+  Tensor gate_exps, up_exps, down_exps;  // [n_embd, n_ff_exp, n_expert] / [n_ff_exp, n_embd, n_expert]
+  Tensor gate_shexp, up_shexp, down_shexp;
+};
+
+struct LoadOptions {
+  bool widen_f16_to_f32 = false;
+  bool load_routed_experts = true;
+};
+
+class Model {
+ public:
+  // Opens `path` with a PreadReader.
+  static Model load(const std::string& path, const LoadOptions& options = {});
+  static Model load(io::Reader& reader, const LoadOptions& options = {});
+
+  const ModelConfig& config() const { return config_; }
+  const GgufFile& gguf() const { return *gguf_; }
+  const Tensor& token_embd() const { return token_embd_; }
+  const Tensor& output_norm() const { return output_norm_; }
+  const Tensor& output() const { return output_; }  // token_embd when the file ties them
+  const LayerWeights& layer(int64_t il) const { return layers_[static_cast<size_t>(il)]; }
+  uint64_t weight_bytes() const { return arena_bytes_; }
+  bool has_routed_experts() const { return has_routed_experts_; }
+
+ private:
+  struct Free {
+    void operator()(std::byte* p) const;
+  };
+  ModelConfig config_;
+  std::unique_ptr<GgufFile> gguf_;
+  std::unique_ptr<std::byte, Free> arena_;
+  uint64_t arena_bytes_ = 0;
+  Tensor token_embd_, output_norm_, output_;
+  std::vector<LayerWeights> layers_;
+  bool has_routed_experts_ = true;
+
+  friend class ModelLoader;
+};
+
+}  // namespace sluice::core

@@ -1,0 +1,178 @@
+#include "core/session.h"
+
+#include <algorithm>
+
+#include "common/error.h"
+#include "kernels/activations.h"
+#include "kernels/quant.h"
+#include "kernels/rms_norm.h"
+#include "kernels/vec_ops.h"
+
+namespace sluice::core {
+
+namespace {
+
+constexpr size_t kAlign = 64;
+size_t align_up(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+size_t sz(int64_t n) { return static_cast<size_t>(std::max<int64_t>(n, 0)); }
+
+int64_t default_ctx(const ModelConfig& c, int64_t n_ctx) {
+  if (n_ctx > 0) return n_ctx;
+  return std::min<int64_t>(c.n_ctx_train, 4096);
+}
+
+}  // namespace
+
+Session::Session(const Model& model, ExpertSource& experts, kernels::ThreadPool& pool, const SessionOptions& o)
+    : model_(model),
+      experts_(experts),
+      pool_(pool),
+      n_batch_(o.n_batch),
+      kv_(model.config(), o.kv_type, default_ctx(model.config(), o.n_ctx)) {
+  const ModelConfig& c = model.config();
+  if (n_batch_ <= 0) throw Error(ErrorCode::invalid_argument, "batch size " + std::to_string(n_batch_) + " must be positive");
+  const int64_t B = n_batch_, E = c.n_embd;
+  x_.resize(sz(B * E));
+  cur_.resize(sz(B * E));
+  attn_out_.resize(sz(B * E));
+  ffn_out_.resize(sz(B * E));
+  int64_t k_len = 0, v_len = 0;
+  if (c.is_mla()) {
+    const int64_t N = c.qk_nope, R = c.qk_rope, L = c.kv_lora_rank, V = c.v_head_dim, H = c.n_head;
+    qa_.resize(sz(B * c.q_lora_rank));
+    q_.resize(sz(B * H * (N + R)));
+    kva_.resize(sz(B * (L + R)));
+    qcur_.resize(sz(B * H * (R + L)));
+    kqv_.resize(sz(std::max(B * H * L, R + L)));
+    heads_out_.resize(sz(B * H * V));
+    head_in_.resize(sz(B * std::max(N, L)));
+    head_res_.resize(sz(B * std::max(L, V)));
+    k_len = R + L;
+    v_len = L;
+  } else {
+    q_.resize(sz(B * c.n_head * c.head_dim_k));
+    k_.resize(sz(B * c.n_head_kv * c.head_dim_k));
+    v_.resize(sz(B * c.n_head_kv * c.head_dim_v));
+    heads_out_.resize(sz(B * c.n_head * c.head_dim_v));
+    k_len = c.head_dim_k;
+    v_len = c.head_dim_v;
+  }
+  rope_cache_.resize(sz(c.rope.n_dims));
+  int64_t ff = 0;
+  for (int64_t il = 0; il < c.n_layer; ++il) {
+    if (!c.is_moe_layer(il)) ff = std::max(ff, c.n_ff);
+  }
+  ff = std::max({ff, c.n_ff_shexp});
+  ffn_g_.resize(sz(B * ff));
+  ffn_u_.resize(sz(B * ff));
+  if (c.n_expert > 0) {
+    const int64_t X = c.n_expert, K = c.n_expert_used, G = c.n_expert_groups;
+    router_logits_.resize(sz(B * X));
+    probs_.resize(sz(B * X));
+    sel_.resize(sz(B * X));
+    group_scores_.resize(sz(G));
+    group_top_.resize(sz(G));
+    route_ids_.resize(sz(B * K));
+    route_w_.resize(sz(B * K));
+    route_groups_.resize(sz(B * c.n_group_used));
+    expert_out_.resize(sz(B * K * E));
+    expert_list_.resize(sz(X));
+    gather_.resize(sz(B * K));
+    xe_.resize(sz(B * E));
+    ge_.resize(sz(B * c.n_ff_exp));
+    ue_.resize(sz(B * c.n_ff_exp));
+    de_.resize(sz(B * E));
+    sh_out_.resize(sz(B * E));
+  }
+  logits_.resize(sz(B * c.n_vocab));
+
+  size_t mm = 0;
+  auto need = [&](const Tensor& t) {
+    if (t.ne[0] > 0 && (t.data || t.row_bytes)) mm = std::max(mm, kernels::matmul_scratch_bytes(t.type, t.ne[0], B));
+  };
+  need(model.output());
+  for (int64_t il = 0; il < c.n_layer; ++il) {
+    const LayerWeights& L = model.layer(il);
+    for (const Tensor* t : {&L.wq, &L.wk, &L.wv, &L.wo, &L.wq_a, &L.wq_b, &L.wkv_a_mqa, &L.wk_b, &L.wv_b,
+                            &L.ffn_gate, &L.ffn_up, &L.ffn_down, &L.gate_inp, &L.gate_exps, &L.up_exps,
+                            &L.down_exps, &L.gate_shexp, &L.up_shexp, &L.down_shexp})
+      need(*t);
+  }
+  mm_scratch_.resize(std::max<size_t>(mm, kAlign));
+
+  n_slots_ = std::max<int64_t>(1, pool.size());
+  const int64_t n_ctx = kv_.n_ctx();
+  const GgmlType qt = kernels::vec_dot_type(kv_.type());
+  slot_bytes_ = align_up(sz(n_ctx) * 4) + align_up(sz(n_ctx) * 2) +
+                align_up(ggml_row_bytes(qt, static_cast<uint64_t>(k_len))) + align_up(sz(v_len) * 4);
+  slots_.resize(slot_bytes_ * sz(n_slots_));
+}
+
+uint64_t Session::scratch_bytes() const {
+  uint64_t f = 0;
+  for (const std::vector<float>* v :
+       {&x_, &cur_, &attn_out_, &ffn_out_, &q_, &k_, &v_, &qa_, &kva_, &qcur_, &kqv_, &heads_out_, &head_in_,
+        &head_res_, &ffn_g_, &ffn_u_, &sh_out_, &router_logits_, &probs_, &sel_, &group_scores_, &route_w_,
+        &expert_out_, &xe_, &ge_, &ue_, &de_, &rope_cache_, &logits_})
+    f += v->size() * 4;
+  return f + mm_scratch_.size() + slots_.size() +
+         4 * (route_ids_.size() + route_groups_.size() + group_top_.size() + expert_list_.size() + gather_.size());
+}
+
+void Session::matmul(const kernels::WeightMatrix& w, const float* x, int64_t n, float* y) {
+  kernels::matmul(w, {x, sz(n * w.n_cols)}, n, {y, sz(n * w.n_rows)}, mm_scratch_, pool_);
+}
+
+void Session::ffn_dense(const Tensor& gate, const Tensor& up, const Tensor& down, int64_t n, float* out) {
+  const int64_t F = up.ne[1];
+  const std::span<const float> in{cur_.data(), sz(n * model_.config().n_embd)};
+  matmul(up.matrix(), in.data(), n, ffn_u_.data());
+  matmul(gate.matrix(), in.data(), n, ffn_g_.data());
+  const std::span<float> g{ffn_g_.data(), sz(n * F)};
+  kernels::swiglu(g, {ffn_u_.data(), sz(n * F)}, g);
+  matmul(down.matrix(), ffn_g_.data(), n, out);
+}
+
+std::span<const float> Session::forward(std::span<const int32_t> tokens, int64_t start_pos, bool all_logits) {
+  const ModelConfig& c = model_.config();
+  const int64_t n = static_cast<int64_t>(tokens.size());
+  const int64_t E = c.n_embd;
+  if (n == 0) throw Error(ErrorCode::invalid_argument, "forward() needs at least one token");
+  if (n > n_batch_)
+    throw Error(ErrorCode::invalid_argument, "batch of " + std::to_string(n) + " tokens exceeds the batch size " +
+                                                 std::to_string(n_batch_));
+  if (start_pos < 0 || start_pos + n > kv_.n_ctx())
+    throw Error(ErrorCode::invalid_argument, std::to_string(n) + " tokens at position " + std::to_string(start_pos) +
+                                                 " do not fit the context of " + std::to_string(kv_.n_ctx()) +
+                                                 " tokens (raise -c)");
+  const Tensor& embd = model_.token_embd();
+  for (int64_t t = 0; t < n; ++t) {
+    const int32_t id = tokens[sz(t)];
+    if (id < 0 || id >= c.n_vocab)
+      throw Error(ErrorCode::invalid_argument, "token id " + std::to_string(id) + " is outside the vocabulary [0, " +
+                                                   std::to_string(c.n_vocab) + ")");
+    kernels::dequantize_row(embd.type, embd.data + sz(id) * embd.row_bytes, x_.data() + t * E, E);
+  }
+  const std::span<float> x{x_.data(), sz(n * E)};
+  const std::span<float> cur{cur_.data(), sz(n * E)};
+  for (int64_t il = 0; il < c.n_layer; ++il) {
+    const LayerWeights& L = model_.layer(il);
+    kernels::rms_norm(x, L.attn_norm.f32(), c.rms_eps, E, cur);
+    if (c.is_mla()) attention_mla(il, n, start_pos);
+    else attention_gqa(il, n, start_pos);
+    kernels::add({attn_out_.data(), sz(n * E)}, x, x);  // ffn_inp
+    kernels::rms_norm(x, L.ffn_norm.f32(), c.rms_eps, E, cur);
+    if (c.is_moe_layer(il)) ffn_moe(il, n, start_pos, ffn_out_.data());
+    else ffn_dense(L.ffn_gate, L.ffn_up, L.ffn_down, n, ffn_out_.data());
+    kernels::add({ffn_out_.data(), sz(n * E)}, x, x);  // l_out
+  }
+  const int64_t first = all_logits ? 0 : n - 1;
+  const int64_t n_out = n - first;
+  const std::span<float> xo{x_.data() + first * E, sz(n_out * E)};
+  const std::span<float> co{cur_.data(), sz(n_out * E)};
+  kernels::rms_norm(xo, model_.output_norm().f32(), c.rms_eps, E, co);
+  matmul(model_.output().matrix(), co.data(), n_out, logits_.data());
+  return {logits_.data(), sz(n_out * c.n_vocab)};
+}
+
+}  // namespace sluice::core

@@ -1,0 +1,108 @@
+// Session: runs a Model's forward pass over a KV cache, the way llama.cpp computes it.
+//
+//   Session s(model, experts, pool, {.n_ctx = 128, .kv_type = GgmlType::F32});
+//   auto logits = s.forward(prompt_tokens, 0);        // [n_prompt][n_vocab], one batch
+//   auto next   = s.forward({&tok, 1}, n_prompt);      // [1][n_vocab]
+//
+// forward(tokens, start_pos) evaluates tokens at positions start_pos, start_pos + 1, ... (at
+// most n_batch tokens per call; the prompt is normally one call), stores their keys and values,
+// and returns logits rows (all rows, or only the last one). Tokens attend causally to every
+// position before them in the cache, so a caller may split a prompt into several calls and get
+// the same numbers.
+//
+// Numerics follow ggml's CPU graph: each matmul quantizes its activation rows to the weight's
+// vec_dot_type (kernels::matmul), the KV cache rounds to its type, attention with an F16 cache
+// rounds q to F16 for q.k and the softmax weights to F16 for the value sum, norms and softmax
+// accumulate in double as ggml does, and the MoE output sums the weighted expert outputs in
+// routing order (llama.cpp's ffn_moe_out).
+//
+// Memory: everything (KV cache, activations, router scratch, matmul scratch, per-thread attention
+// scratch) is sized in the constructor from the config, n_ctx and n_batch. forward() allocates
+// nothing.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "core/expert_source.h"
+#include "core/kv_cache.h"
+#include "core/model.h"
+#include "kernels/thread_pool.h"
+
+namespace sluice::core {
+
+struct SessionOptions {
+  int64_t n_ctx = 0;                 // 0: min(training context, 4096)
+  int64_t n_batch = 512;             // most tokens per forward() call
+  GgmlType kv_type = GgmlType::F16;  // F16 or F32
+};
+
+// One MoE routing decision: experts in llama.cpp's order (descending selection score), their
+// final mixing weights (renormalized and scaled), and for group-limited routing the chosen groups.
+struct RoutingEvent {
+  int layer = 0;
+  int64_t pos = 0;
+  std::span<const int32_t> experts;
+  std::span<const float> weights;
+  std::span<const int32_t> groups;  // empty without group-limited routing
+};
+
+class RoutingObserver {
+ public:
+  virtual ~RoutingObserver() = default;
+  virtual void on_routing(const RoutingEvent& event) = 0;
+};
+
+class Session {
+ public:
+  Session(const Model& model, ExpertSource& experts, kernels::ThreadPool& pool,
+          const SessionOptions& options = {});
+
+  // Error(invalid_argument): empty or more than n_batch tokens, a token id outside the
+  // vocabulary, or positions past the context.
+  std::span<const float> forward(std::span<const int32_t> tokens, int64_t start_pos, bool all_logits = true);
+
+  void set_routing_observer(RoutingObserver* observer) { observer_ = observer; }
+  const ModelConfig& config() const { return model_.config(); }
+  int64_t n_ctx() const { return kv_.n_ctx(); }
+  int64_t n_batch() const { return n_batch_; }
+  const KvCache& kv_cache() const { return kv_; }
+  uint64_t scratch_bytes() const;
+
+ private:
+  void attention_gqa(int64_t il, int64_t n, int64_t start_pos);
+  void attention_mla(int64_t il, int64_t n, int64_t start_pos);
+  // Attends every (token, head) of the batch; q rows of `q_stride` floats, heads `q_head_stride`
+  // apart; writes `v_len` floats per head to out (heads `out_head_stride` apart).
+  void attend(int64_t il, int64_t n, int64_t start_pos, const float* q, int64_t q_stride, int64_t q_head_stride,
+              int64_t k_len, int64_t v_len, float* out, int64_t out_stride, int64_t out_head_stride);
+  void ffn_dense(const Tensor& gate, const Tensor& up, const Tensor& down, int64_t n, float* out);
+  void ffn_moe(int64_t il, int64_t n, int64_t start_pos, float* out);
+  void route(int64_t il, int64_t n, int64_t start_pos);
+  void matmul(const kernels::WeightMatrix& w, const float* x, int64_t n, float* y);
+
+  const Model& model_;
+  ExpertSource& experts_;
+  kernels::ThreadPool& pool_;
+  int64_t n_batch_;
+  KvCache kv_;
+  RoutingObserver* observer_ = nullptr;
+
+  // Activations, [n_batch][...] row-major.
+  std::vector<float> x_, cur_, attn_out_, ffn_out_;
+  std::vector<float> q_, k_, v_, qa_, kva_, qcur_, kqv_, heads_out_, head_in_, head_res_;
+  std::vector<float> ffn_g_, ffn_u_, sh_out_;
+  std::vector<float> router_logits_, probs_, sel_, group_scores_, route_w_, expert_out_;
+  std::vector<int32_t> route_ids_, route_groups_, group_top_, expert_list_, gather_;
+  std::vector<float> xe_, ge_, ue_, de_;
+  std::vector<float> rope_cache_;
+  std::vector<float> logits_;
+  std::vector<std::byte> mm_scratch_;
+  // Per attention slot (one per thread): scores, quantized q, rounded softmax, value row.
+  int64_t n_slots_ = 1;
+  size_t slot_bytes_ = 0;
+  std::vector<std::byte> slots_;
+};
+
+}  // namespace sluice::core
