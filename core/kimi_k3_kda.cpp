@@ -17,8 +17,8 @@ void KimiK3Session::kda(int64_t il, int64_t n) {
   float* conv_state = state_.conv(il);  // [q | k | v] blocks of [DI][K-1]
 
   // q, k, v: projection, causal depthwise conv over [state | batch], silu.
-  const K3Tensor* w[3] = {&L.wq, &L.wk, &L.wv};
-  const K3Tensor* taps[3] = {&L.conv_q, &L.conv_k, &L.conv_v};
+  const Tensor* w[3] = {&L.wq, &L.wk, &L.wv};
+  const Tensor* taps[3] = {&L.conv_q, &L.conv_k, &L.conv_v};
   for (int x = 0; x < 3; ++x) {
     matmul(w[x]->matrix(), h_.data(), n, proj_.data());
     kernels::short_conv({proj_.data(), nd}, taps[x]->f32(), {conv_state + x * DI * (K - 1), static_cast<size_t>(DI * (K - 1))},

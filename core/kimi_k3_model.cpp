@@ -17,7 +17,8 @@ namespace {
 constexpr uint64_t kAlign = 64;
 
 struct Slot {
-  K3Tensor* dst = nullptr;
+  Tensor* dst = nullptr;
+  const GgufTensorInfo* src = nullptr;
   bool to_f32 = false;
   uint64_t offset = 0;
   uint64_t bytes = 0;
@@ -48,7 +49,7 @@ class KimiK3Loader {
     for (int64_t il = 0; il < c.n_layer; ++il) {
       KimiK3Layer& L = m->layers_[static_cast<size_t>(il)];
       const std::string b = "blk." + std::to_string(il) + ".";
-      auto p = [&](const char* name, K3Tensor* t, bool f32 = false) { plan(f, b + name, t, f32); };
+      auto p = [&](const char* name, Tensor* t, bool f32 = false) { plan(f, b + name, t, f32); };
       p("attn_norm.weight", &L.attn_norm);
       p("ffn_norm.weight", &L.ffn_norm);
       p("attn_res_score.weight", &L.attn_res_score);
@@ -108,15 +109,14 @@ class KimiK3Loader {
   }
 
  private:
-  void plan(const GgufFile& f, const std::string& name, K3Tensor* dst, bool force_f32 = false) {
+  void plan(const GgufFile& f, const std::string& name, Tensor* dst, bool force_f32 = false) {
     const GgufTensorInfo* t = f.find_tensor(name);
     if (!t) return;
-    dst->info = t;
     dst->type = t->type;
     dst->ne = t->ne;
     dst->row_bytes = t->row_bytes;
     if (!options_.load_routed_experts && is_routed_expert(name)) return;  // an ExpertSource streams it
-    Slot s{dst, false, 0, t->n_bytes};
+    Slot s{dst, t, false, 0, t->n_bytes};
     const bool one_d = t->n_dims == 1;
     if (t->type != GgmlType::F32 &&
         (one_d || force_f32 || (options_.widen_f16_to_f32 && t->type == GgmlType::F16))) {
@@ -130,8 +130,8 @@ class KimiK3Loader {
 
   void fill(Slot& s, std::byte* arena) {
     std::byte* dst = arena + s.offset;
-    K3Tensor& out = *s.dst;
-    const GgufTensorInfo& t = *out.info;
+    Tensor& out = *s.dst;
+    const GgufTensorInfo& t = *s.src;
     if (!s.to_f32) {
       reader_.read_sync(t.file_offset, {dst, t.n_bytes});
       out.data = dst;

@@ -10,7 +10,8 @@
 //     shape and file offset are kept so an out-of-core ExpertSource can stream them.
 // Every tensor's name, shape and type is checked (check_kimi_k3_tensors) before anything is read.
 //
-// Routed experts are never read by the forward pass from here directly: it asks an ExpertSource
+// Tensors are core::Tensor views (core/model.h), as for the other architectures. Routed experts
+// are never read by the forward pass from here directly: it asks an ExpertSource
 // (core/expert_source.h); KimiK3InCoreExperts is the source over this model's arena.
 #pragma once
 
@@ -25,47 +26,27 @@
 #include "core/expert_source.h"
 #include "core/gguf.h"
 #include "core/kimi_k3_config.h"
+#include "core/model.h"
 #include "io/reader.h"
 #include "kernels/matvec.h"
 
 namespace sluice::core {
 
-// One loaded tensor: its type, ggml shape and bytes (null when not loaded).
-struct K3Tensor {
-  GgmlType type = GgmlType::F32;
-  std::array<int64_t, 4> ne{1, 1, 1, 1};
-  const std::byte* data = nullptr;
-  size_t row_bytes = 0;            // bytes of one ne[0] row
-  const GgufTensorInfo* info = nullptr;  // the file's record (offset for streaming)
-
-  explicit operator bool() const { return info != nullptr; }
-  // The whole tensor as rows of ne[0] values.
-  kernels::WeightMatrix matrix() const { return {type, data, ne[0], ne[1] * ne[2] * ne[3], row_bytes}; }
-  // Matrix i2 of a 3-D tensor [ne0, ne1, ne2]: ne[1] rows of ne[0] values.
-  kernels::WeightMatrix slice(int64_t i2) const {
-    return {type, data + static_cast<size_t>(i2 * ne[1]) * row_bytes, ne[0], ne[1], row_bytes};
-  }
-  // F32 contents (1-D tensors and conv taps are always F32 in memory).
-  std::span<const float> f32() const {
-    return {reinterpret_cast<const float*>(data), static_cast<size_t>(ne[0] * ne[1] * ne[2] * ne[3])};
-  }
-};
-
 struct KimiK3Layer {
-  K3Tensor attn_norm, ffn_norm, attn_res_score, ffn_res_score;
+  Tensor attn_norm, ffn_norm, attn_res_score, ffn_res_score;
   // KDA
-  K3Tensor conv_q, conv_k, conv_v;        // [d_conv, 1, d_inner] F32
-  K3Tensor wq, wk, wv;                    // [n_embd, d_inner]
-  K3Tensor f_a, f_b, w_beta, ssm_a, dt_bias, w_g, ssm_norm;
-  K3Tensor wo;                            // KDA and MLA attn_output
+  Tensor conv_q, conv_k, conv_v;        // [d_conv, 1, d_inner] F32
+  Tensor wq, wk, wv;                    // [n_embd, d_inner]
+  Tensor f_a, f_b, w_beta, ssm_a, dt_bias, w_g, ssm_norm;
+  Tensor wo;                            // KDA and MLA attn_output
   // MLA
-  K3Tensor wq_a, q_a_norm, wq_b, wkv_a_mqa, kv_a_norm, wk_b, wv_b, w_gate;
+  Tensor wq_a, q_a_norm, wq_b, wkv_a_mqa, kv_a_norm, wk_b, wv_b, w_gate;
   // dense FFN
-  K3Tensor ffn_gate, ffn_up, ffn_down;
+  Tensor ffn_gate, ffn_up, ffn_down;
   // latent MoE
-  K3Tensor gate_inp, exp_probs_b, gate_exps, up_exps, down_exps;
-  K3Tensor routed_down, routed_up, routed_norm;
-  K3Tensor gate_shexp, up_shexp, down_shexp;
+  Tensor gate_inp, exp_probs_b, gate_exps, up_exps, down_exps;
+  Tensor routed_down, routed_up, routed_norm;
+  Tensor gate_shexp, up_shexp, down_shexp;
 };
 
 struct KimiK3LoadOptions {
@@ -81,10 +62,10 @@ class KimiK3Model {
 
   const KimiK3Config& config() const { return config_; }
   const GgufFile& gguf() const { return *gguf_; }
-  const K3Tensor& token_embd() const { return token_embd_; }
-  const K3Tensor& output_norm() const { return output_norm_; }
-  const K3Tensor& output() const { return output_; }
-  const K3Tensor& output_res_score() const { return output_res_score_; }
+  const Tensor& token_embd() const { return token_embd_; }
+  const Tensor& output_norm() const { return output_norm_; }
+  const Tensor& output() const { return output_; }
+  const Tensor& output_res_score() const { return output_res_score_; }
   const KimiK3Layer& layer(int64_t il) const { return layers_[static_cast<size_t>(il)]; }
   uint64_t weight_bytes() const { return arena_bytes_; }
   bool has_routed_experts() const { return has_routed_experts_; }
@@ -97,7 +78,7 @@ class KimiK3Model {
   std::unique_ptr<GgufFile> gguf_;
   std::unique_ptr<std::byte, Free> arena_;
   uint64_t arena_bytes_ = 0;
-  K3Tensor token_embd_, output_norm_, output_, output_res_score_;
+  Tensor token_embd_, output_norm_, output_, output_res_score_;
   std::vector<KimiK3Layer> layers_;
   bool has_routed_experts_ = true;
 

@@ -118,12 +118,12 @@ void KimiK3Session::matmul(const kernels::WeightMatrix& w, const float* x, int64
                   mm_scratch_, pool_);
 }
 
-void KimiK3Session::rms_norm(const float* x, const K3Tensor& w, int64_t n_rows, int64_t len, float* y) {
+void KimiK3Session::rms_norm(const float* x, const Tensor& w, int64_t n_rows, int64_t len, float* y) {
   kernels::rms_norm({x, static_cast<size_t>(n_rows * len)}, w ? w.f32() : std::span<const float>{},
                     model_.config().rms_eps, len, {y, static_cast<size_t>(n_rows * len)});
 }
 
-void KimiK3Session::mix(const K3Tensor& w, int64_t n, const float* cur, float* u) {
+void KimiK3Session::mix(const Tensor& w, int64_t n, const float* cur, float* u) {
   const int64_t E = model_.config().n_embd;
   if (n_stack_ == 0 || !w) {
     if (u != cur) std::memcpy(u, cur, static_cast<size_t>(n * E) * sizeof(float));
@@ -154,7 +154,7 @@ std::span<const float> KimiK3Session::forward(std::span<const int32_t> tokens, i
   if (start_pos == 0) state_.reset();
 
   // x = token_embd[t] (rows dequantized as ggml_get_rows does).
-  const K3Tensor& embd = model_.token_embd();
+  const Tensor& embd = model_.token_embd();
   for (int64_t t = 0; t < n; ++t) {
     const int32_t id = tokens[static_cast<size_t>(t)];
     if (id < 0 || id >= c.n_vocab)

@@ -86,9 +86,9 @@ class KimiK3Session {
   void ffn_moe(int64_t il, int64_t n, int64_t start_pos);
   void route(int64_t il, int64_t n, int64_t start_pos);
   // u = MIX(stack, cur, w) for n tokens; u may be cur.
-  void mix(const K3Tensor& w, int64_t n, const float* cur, float* u);
+  void mix(const Tensor& w, int64_t n, const float* cur, float* u);
   void matmul(const kernels::WeightMatrix& w, const float* x, int64_t n, float* y);
-  void rms_norm(const float* x, const K3Tensor& w, int64_t n_rows, int64_t len, float* y);
+  void rms_norm(const float* x, const Tensor& w, int64_t n_rows, int64_t len, float* y);
 
   const KimiK3Model& model_;
   ExpertSource& experts_;

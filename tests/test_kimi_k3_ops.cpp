@@ -73,7 +73,7 @@ double max_abs(const std::vector<float>& a) {
 }
 
 // y[t][r] = W[r] . x[t] for an F32 matrix (the F16 file widened), in double.
-std::vector<float> matmul_f32(const core::K3Tensor& w, const std::vector<float>& x) {
+std::vector<float> matmul_f32(const core::Tensor& w, const std::vector<float>& x) {
   const kernels::WeightMatrix m = w.matrix();
   REQUIRE(m.type == GgmlType::F32);
   const int64_t n = static_cast<int64_t>(x.size()) / m.n_cols;
@@ -181,8 +181,8 @@ TEST_CASE("short conv with silu reproduces llama.cpp's q/k/v conv outputs, carry
   const int64_t DI = model->config().d_inner(), K = model->config().d_conv;
   for (int il = 0; il < 3; ++il) {
     const core::KimiK3Layer& L = model->layer(il);
-    const core::K3Tensor* w[3] = {&L.wq, &L.wk, &L.wv};
-    const core::K3Tensor* taps[3] = {&L.conv_q, &L.conv_k, &L.conv_v};
+    const core::Tensor* w[3] = {&L.wq, &L.wk, &L.wv};
+    const core::Tensor* taps[3] = {&L.conv_q, &L.conv_k, &L.conv_v};
     const char* names[3] = {"q", "k", "v"};
     for (int x = 0; x < 3; ++x) {
       CAPTURE(il);
