@@ -22,6 +22,19 @@ KimiK3State::KimiK3State(const KimiK3Config& c, int64_t n_ctx, GgmlType kv_type)
                          row_bytes_, "MLA cache bytes"));
 }
 
+uint64_t KimiK3State::recurrent_bytes_for(const KimiK3Config& c) {
+  const uint64_t per = static_cast<uint64_t>(c.conv_state_floats() + c.ssm_state_floats());
+  return checked_mul(checked_mul(static_cast<uint64_t>(c.n_kda_layers()), per, "KDA state floats"), sizeof(float),
+                     "KDA state bytes");
+}
+
+uint64_t KimiK3State::kv_bytes_for(const KimiK3Config& c, int64_t n_ctx, GgmlType kv_type) {
+  const uint64_t row = static_cast<uint64_t>(c.mla_row()) * (kv_type == GgmlType::F16 ? 2 : 4);
+  return checked_mul(checked_mul(static_cast<uint64_t>(c.n_mla_layers()), static_cast<uint64_t>(std::max<int64_t>(n_ctx, 0)),
+                                 "MLA cache rows"),
+                     row, "MLA cache bytes");
+}
+
 void KimiK3State::reset() { std::fill(recurrent_.begin(), recurrent_.end(), 0.0f); }
 
 }  // namespace sluice::core

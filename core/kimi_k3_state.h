@@ -28,6 +28,11 @@ class KimiK3State {
   // Error(invalid_argument) for a KV type other than F32/F16 or a non-positive n_ctx.
   KimiK3State(const KimiK3Config& config, int64_t n_ctx, GgmlType kv_type);
 
+  // What a state for (config, n_ctx, kv_type) will allocate, before allocating it (for budget
+  // reservation): recurrent bytes + KV bytes.
+  static uint64_t recurrent_bytes_for(const KimiK3Config& config);
+  static uint64_t kv_bytes_for(const KimiK3Config& config, int64_t n_ctx, GgmlType kv_type);
+
   int64_t n_ctx() const { return n_ctx_; }
   GgmlType kv_type() const { return kv_type_; }
 

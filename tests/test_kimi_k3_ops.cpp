@@ -243,6 +243,8 @@ TEST_CASE("kimi-k3 session sizes its recurrent state and MLA cache at constructi
   CHECK(s.kv_cache_bytes() == 64u * (256 + 64) * 4);
   core::KimiK3Session s16(*model, experts, pool, {.n_ctx = 64, .n_batch = 16, .kv_type = GgmlType::F16});
   CHECK(s16.kv_cache_bytes() == 64u * (256 + 64) * 2);
+  CHECK(core::KimiK3State::recurrent_bytes_for(c) == s.recurrent_state_bytes());
+  CHECK(core::KimiK3State::kv_bytes_for(c, 64, GgmlType::F16) == s16.kv_cache_bytes());
 
   const uint64_t before = s.state().bytes() + s.scratch_bytes();
   const int32_t toks[3] = {2047, 464, 627};
@@ -282,4 +284,36 @@ TEST_CASE("kimi-k3 session rejects batches it cannot evaluate, naming the limit"
   s.forward({toks, 4}, 2);
   s.forward({toks, 2}, 6);
   expect([&] { s.forward({toks, 1}, 8); }, "exceed the context of 8");
+}
+
+TEST_CASE("real Kimi K3 dimensions give 0.43 GiB of recurrent state and 576 cached values per MLA layer and token") {
+  core::KimiK3Config c;
+  c.n_layer = 93;
+  c.n_head = 96;
+  c.kda_head_dim = 128;
+  c.d_conv = 4;
+  c.kv_lora_rank = 512;
+  c.qk_rope = 64;
+  for (int64_t il = 0; il < c.n_layer; ++il) c.n_head_kv.push_back((il % 4 == 3 || il == 92) ? 1 : 0);
+  CHECK(c.n_kda_layers() == 69);
+  CHECK(c.n_mla_layers() == 24);
+  CHECK(c.conv_state_floats() == 110592);
+  CHECK(c.ssm_state_floats() == 1572864);
+  CHECK(core::KimiK3State::recurrent_bytes_for(c) == 69ull * (110592 + 1572864) * 4);
+  CHECK(core::KimiK3State::kv_bytes_for(c, 1000, GgmlType::F16) == 24ull * 1000 * 576 * 2);
+}
+
+TEST_CASE("kimi-k3 loader refuses a file of another architecture") {
+  const fs::path gguf = test::reference_dir() / "tiny" / "deepseek2" / "deepseek2-f16.gguf";
+  if (!fs::exists(gguf)) {
+    MESSAGE("skipped: " << gguf << " not found");
+    return;
+  }
+  try {
+    core::KimiK3Model::load(gguf.string());
+    FAIL("loaded a deepseek2 file as kimi-k3");
+  } catch (const Error& e) {
+    CHECK(e.code() == ErrorCode::invalid_argument);
+    CHECK(std::string(e.what()).find("is architecture 'deepseek2', not 'kimi-k3'") != std::string::npos);
+  }
 }
