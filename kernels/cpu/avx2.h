@@ -1,0 +1,30 @@
+// AVX2 kernels (defined in *_avx2.cpp, compiled with -mavx2 -mfma -mf16c). Same contracts as the
+// scalar versions in scalar.h; never call them without checking the CPU (dispatch.cpp does).
+#pragma once
+
+#include <cstdint>
+
+namespace sluice::kernels::cpu::avx2 {
+
+void quantize_q8_0(const float* src, void* dst, int64_t n);
+void quantize_q8_1(const float* src, void* dst, int64_t n);
+void quantize_q8_k(const float* src, void* dst, int64_t n);
+void quantize_f16(const float* src, void* dst, int64_t n);
+
+float vec_dot_f32(const void* w, const void* act, int64_t n);
+float vec_dot_f16(const void* w, const void* act, int64_t n);
+float vec_dot_bf16(const void* w, const void* act, int64_t n);
+float vec_dot_q4_0(const void* w, const void* act, int64_t n);
+float vec_dot_q4_1(const void* w, const void* act, int64_t n);
+float vec_dot_q5_0(const void* w, const void* act, int64_t n);
+float vec_dot_q5_1(const void* w, const void* act, int64_t n);
+float vec_dot_q8_0(const void* w, const void* act, int64_t n);
+float vec_dot_mxfp4(const void* w, const void* act, int64_t n);
+float vec_dot_iq4_nl(const void* w, const void* act, int64_t n);
+float vec_dot_q2_k(const void* w, const void* act, int64_t n);
+float vec_dot_q3_k(const void* w, const void* act, int64_t n);
+float vec_dot_q4_k(const void* w, const void* act, int64_t n);
+float vec_dot_q5_k(const void* w, const void* act, int64_t n);
+float vec_dot_q6_k(const void* w, const void* act, int64_t n);
+
+}  // namespace sluice::kernels::cpu::avx2

@@ -1,0 +1,62 @@
+// Small AVX2 building blocks shared by the *_avx2.cpp kernels. Include only from files compiled
+// with -mavx2 -mfma -mf16c (the build gives those flags to *_avx2.cpp).
+#pragma once
+
+#include <immintrin.h>
+
+#include <cstdint>
+#include <cstring>
+
+namespace sluice::kernels::cpu::avx2 {
+
+inline float hsum(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+inline int hsum_i32(__m256i v) {
+  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  s = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(2, 3, 0, 1)));
+  return _mm_cvtsi128_si32(s);
+}
+
+// Sums of adjacent int16 pairs, as int32.
+inline __m256i sum_pairs_i16(__m256i v) { return _mm256_madd_epi16(v, _mm256_set1_epi16(1)); }
+
+// 8 int32 partial dot products of 32 signed bytes x and 32 signed bytes y. maddubs needs an
+// unsigned left operand, so x's sign moves onto y (|x| <= 128 and |y| <= 127 cannot saturate).
+inline __m256i dot_i8(__m256i x, __m256i y) {
+  const __m256i ax = _mm256_sign_epi8(x, x);
+  const __m256i sy = _mm256_sign_epi8(y, x);
+  return sum_pairs_i16(_mm256_maddubs_epi16(ax, sy));
+}
+
+// Same for unsigned x (< 128) and signed y.
+inline __m256i dot_u8_i8(__m256i x, __m256i y) { return sum_pairs_i16(_mm256_maddubs_epi16(x, y)); }
+
+// 16 packed bytes -> 32 bytes: low nibbles first (values 0..15), then high nibbles (16..31).
+inline __m256i unpack_nibbles(const uint8_t* p) {
+  const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  const __m256i both = _mm256_set_m128i(_mm_srli_epi16(b, 4), b);
+  return _mm256_and_si256(both, _mm256_set1_epi8(0x0F));
+}
+
+// 32 bits -> 32 bytes of 0xFF (bit set) or 0x00.
+inline __m256i expand_bits(const uint8_t* p) {
+  uint32_t bits;
+  std::memcpy(&bits, p, 4);
+  const __m256i shuffle = _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202, 0x0101010101010101, 0);
+  __m256i bytes = _mm256_shuffle_epi8(_mm256_set1_epi32(int(bits)), shuffle);
+  bytes = _mm256_or_si256(bytes, _mm256_set1_epi64x(0x7fbfdfeff7fbfdfe));
+  return _mm256_cmpeq_epi8(bytes, _mm256_set1_epi64x(-1));
+}
+
+// Two 16-value sub-blocks side by side: int16 scale a in the low 128-bit lane, b in the high one.
+inline __m256i lane_scales(int a, int b) {
+  return _mm256_set_m128i(_mm_set1_epi16(int16_t(b)), _mm_set1_epi16(int16_t(a)));
+}
+
+}  // namespace sluice::kernels::cpu::avx2

@@ -1,0 +1,63 @@
+// Fills the scalar table and, once, the best table for the running CPU.
+#include "kernels/cpu/dispatch.h"
+
+#include "common/ggml_type.h"
+#include "kernels/cpu/scalar.h"
+
+namespace sluice::kernels::cpu {
+namespace {
+
+void set(KernelTable& t, GgmlType type, DequantizeFn dq, QuantizeFn q, VecDotFn dot) {
+  const auto i = static_cast<size_t>(type);
+  t.dequantize[i] = dq;
+  t.quantize[i] = q;
+  t.vec_dot[i] = dot;
+}
+
+KernelTable make_scalar_table() {
+  KernelTable t;
+  t.isa = "scalar";
+  set(t, GgmlType::F32, dequantize_f32, quantize_f32, vec_dot_f32);
+  set(t, GgmlType::F16, dequantize_f16, quantize_f16, vec_dot_f16);
+  set(t, GgmlType::BF16, dequantize_bf16, quantize_bf16, vec_dot_bf16);
+  set(t, GgmlType::Q4_0, dequantize_q4_0, quantize_q4_0, vec_dot_q4_0);
+  set(t, GgmlType::Q4_1, dequantize_q4_1, quantize_q4_1, vec_dot_q4_1);
+  set(t, GgmlType::Q5_0, dequantize_q5_0, quantize_q5_0, vec_dot_q5_0);
+  set(t, GgmlType::Q5_1, dequantize_q5_1, quantize_q5_1, vec_dot_q5_1);
+  set(t, GgmlType::Q8_0, dequantize_q8_0, quantize_q8_0, vec_dot_q8_0);
+  set(t, GgmlType::Q8_1, dequantize_q8_1, quantize_q8_1, nullptr);
+  set(t, GgmlType::MXFP4, dequantize_mxfp4, quantize_mxfp4, vec_dot_mxfp4);
+  set(t, GgmlType::IQ4_NL, dequantize_iq4_nl, quantize_iq4_nl, vec_dot_iq4_nl);
+  set(t, GgmlType::Q2_K, dequantize_q2_k, quantize_q2_k, vec_dot_q2_k);
+  set(t, GgmlType::Q3_K, dequantize_q3_k, quantize_q3_k, vec_dot_q3_k);
+  set(t, GgmlType::Q4_K, dequantize_q4_k, quantize_q4_k, vec_dot_q4_k);
+  set(t, GgmlType::Q5_K, dequantize_q5_k, quantize_q5_k, vec_dot_q5_k);
+  set(t, GgmlType::Q6_K, dequantize_q6_k, quantize_q6_k, vec_dot_q6_k);
+  set(t, GgmlType::Q8_K, dequantize_q8_k, quantize_q8_k, nullptr);
+  return t;
+}
+
+KernelTable make_best_table() {
+  KernelTable t = make_scalar_table();
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c")) {
+    add_avx2_kernels(t);
+  }
+#endif
+  return t;
+}
+
+}  // namespace
+
+const KernelTable& scalar_kernels() {
+  static const KernelTable table = make_scalar_table();
+  return table;
+}
+
+const KernelTable& best_kernels() {
+  static const KernelTable table = make_best_table();
+  return table;
+}
+
+}  // namespace sluice::kernels::cpu

@@ -1,0 +1,39 @@
+// The CPU kernel dispatch table: one function pointer per (operation, ggml type id).
+//
+// scalar_kernels() is the portable reference: plain C++ that follows ggml's arithmetic and is the
+// definition of "correct" for every SIMD path. best_kernels() starts from the scalar table and
+// overrides entries with SIMD versions the running CPU supports (checked once with
+// __builtin_cpu_supports on first use; thread-safe static initialisation, never written again),
+// so one binary runs on any x86-64.
+//
+// Pointers take untyped bytes: `src`/`w` point at ggml blocks, `act` at the activation row already
+// quantized to the weight type's vec_dot_type. n is the number of values (a multiple of the block
+// size). A null entry means the operation does not exist for that type.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace sluice::kernels::cpu {
+
+using DequantizeFn = void (*)(const void* src, float* dst, int64_t n);
+using QuantizeFn = void (*)(const float* src, void* dst, int64_t n);
+using VecDotFn = float (*)(const void* w, const void* act, int64_t n);
+
+constexpr size_t kTypeSlots = 40;  // ggml type ids 0..39
+
+struct KernelTable {
+  const char* isa = "scalar";
+  DequantizeFn dequantize[kTypeSlots] = {};
+  QuantizeFn quantize[kTypeSlots] = {};
+  VecDotFn vec_dot[kTypeSlots] = {};
+};
+
+const KernelTable& scalar_kernels();
+const KernelTable& best_kernels();
+
+// Defined in the *_avx2.cpp files (compiled with -mavx2 -mfma -mf16c); only called after the
+// CPU check passes.
+void add_avx2_kernels(KernelTable& table);
+
+}  // namespace sluice::kernels::cpu

@@ -1,0 +1,33 @@
+// Installs the AVX2 kernels into a dispatch table (called only when the CPU has AVX2+FMA+F16C).
+#include "common/ggml_type.h"
+#include "kernels/cpu/avx2.h"
+#include "kernels/cpu/dispatch.h"
+
+namespace sluice::kernels::cpu {
+
+void add_avx2_kernels(KernelTable& t) {
+  t.isa = "avx2";
+  auto dot = [&t](GgmlType type, VecDotFn fn) { t.vec_dot[size_t(type)] = fn; };
+  auto quantize = [&t](GgmlType type, QuantizeFn fn) { t.quantize[size_t(type)] = fn; };
+  quantize(GgmlType::Q8_0, avx2::quantize_q8_0);
+  quantize(GgmlType::Q8_1, avx2::quantize_q8_1);
+  quantize(GgmlType::Q8_K, avx2::quantize_q8_k);
+  quantize(GgmlType::F16, avx2::quantize_f16);
+  dot(GgmlType::F32, avx2::vec_dot_f32);
+  dot(GgmlType::F16, avx2::vec_dot_f16);
+  dot(GgmlType::BF16, avx2::vec_dot_bf16);
+  dot(GgmlType::Q4_0, avx2::vec_dot_q4_0);
+  dot(GgmlType::Q4_1, avx2::vec_dot_q4_1);
+  dot(GgmlType::Q5_0, avx2::vec_dot_q5_0);
+  dot(GgmlType::Q5_1, avx2::vec_dot_q5_1);
+  dot(GgmlType::Q8_0, avx2::vec_dot_q8_0);
+  dot(GgmlType::MXFP4, avx2::vec_dot_mxfp4);
+  dot(GgmlType::IQ4_NL, avx2::vec_dot_iq4_nl);
+  dot(GgmlType::Q2_K, avx2::vec_dot_q2_k);
+  dot(GgmlType::Q3_K, avx2::vec_dot_q3_k);
+  dot(GgmlType::Q4_K, avx2::vec_dot_q4_k);
+  dot(GgmlType::Q5_K, avx2::vec_dot_q5_k);
+  dot(GgmlType::Q6_K, avx2::vec_dot_q6_k);
+}
+
+}  // namespace sluice::kernels::cpu

@@ -1,0 +1,67 @@
+// Scalar reference kernels, one set per ggml type. See dispatch.h for the calling convention.
+// These follow ggml's reference code operation by operation (same float evaluation order where
+// ggml defines the bits, e.g. dequantization and activation quantization).
+#pragma once
+
+#include <cstdint>
+
+namespace sluice::kernels::cpu {
+
+// ---- dequantize: ggml's to_float, bit for bit ----
+void dequantize_f32(const void* src, float* dst, int64_t n);
+void dequantize_f16(const void* src, float* dst, int64_t n);
+void dequantize_bf16(const void* src, float* dst, int64_t n);
+void dequantize_q4_0(const void* src, float* dst, int64_t n);
+void dequantize_q4_1(const void* src, float* dst, int64_t n);
+void dequantize_q5_0(const void* src, float* dst, int64_t n);
+void dequantize_q5_1(const void* src, float* dst, int64_t n);
+void dequantize_q8_0(const void* src, float* dst, int64_t n);
+void dequantize_q8_1(const void* src, float* dst, int64_t n);
+void dequantize_mxfp4(const void* src, float* dst, int64_t n);
+void dequantize_iq4_nl(const void* src, float* dst, int64_t n);
+void dequantize_q2_k(const void* src, float* dst, int64_t n);
+void dequantize_q3_k(const void* src, float* dst, int64_t n);
+void dequantize_q4_k(const void* src, float* dst, int64_t n);
+void dequantize_q5_k(const void* src, float* dst, int64_t n);
+void dequantize_q6_k(const void* src, float* dst, int64_t n);
+void dequantize_q8_k(const void* src, float* dst, int64_t n);
+
+// ---- activation formats: rounding as ggml's x86 SIMD path ----
+void quantize_f32(const float* src, void* dst, int64_t n);
+void quantize_f16(const float* src, void* dst, int64_t n);
+void quantize_bf16(const float* src, void* dst, int64_t n);
+void quantize_q8_0(const float* src, void* dst, int64_t n);
+void quantize_q8_1(const float* src, void* dst, int64_t n);
+void quantize_q8_k(const float* src, void* dst, int64_t n);
+
+// ---- reference weight quantizers (valid blocks with a small error search; not llama-quantize) ----
+void quantize_q4_0(const float* src, void* dst, int64_t n);
+void quantize_q4_1(const float* src, void* dst, int64_t n);
+void quantize_q5_0(const float* src, void* dst, int64_t n);
+void quantize_q5_1(const float* src, void* dst, int64_t n);
+void quantize_mxfp4(const float* src, void* dst, int64_t n);
+void quantize_iq4_nl(const float* src, void* dst, int64_t n);
+void quantize_q2_k(const float* src, void* dst, int64_t n);
+void quantize_q3_k(const float* src, void* dst, int64_t n);
+void quantize_q4_k(const float* src, void* dst, int64_t n);
+void quantize_q5_k(const float* src, void* dst, int64_t n);
+void quantize_q6_k(const float* src, void* dst, int64_t n);
+
+// ---- dot products: weight row . activation row (in vec_dot_type) ----
+float vec_dot_f32(const void* w, const void* act, int64_t n);
+float vec_dot_f16(const void* w, const void* act, int64_t n);
+float vec_dot_bf16(const void* w, const void* act, int64_t n);
+float vec_dot_q4_0(const void* w, const void* act, int64_t n);
+float vec_dot_q4_1(const void* w, const void* act, int64_t n);
+float vec_dot_q5_0(const void* w, const void* act, int64_t n);
+float vec_dot_q5_1(const void* w, const void* act, int64_t n);
+float vec_dot_q8_0(const void* w, const void* act, int64_t n);
+float vec_dot_mxfp4(const void* w, const void* act, int64_t n);
+float vec_dot_iq4_nl(const void* w, const void* act, int64_t n);
+float vec_dot_q2_k(const void* w, const void* act, int64_t n);
+float vec_dot_q3_k(const void* w, const void* act, int64_t n);
+float vec_dot_q4_k(const void* w, const void* act, int64_t n);
+float vec_dot_q5_k(const void* w, const void* act, int64_t n);
+float vec_dot_q6_k(const void* w, const void* act, int64_t n);
+
+}  // namespace sluice::kernels::cpu

@@ -1,0 +1,193 @@
+// AVX2 dot products of the k-quants with Q8_K activations.
+//
+// Per super-block the weights are unpacked 32 at a time into unsigned bytes, multiplied with the
+// activation bytes by maddubs (pairs summed into int16), weighted by the sub-block scale with
+// madd (into int32), and accumulated as integers; the super-block's f32 scale is applied once.
+// Offsets (Q6_K's -32, Q3_K's -4) are applied as a second maddubs and a subtraction, which keeps
+// every maddubs operand unsigned on the left as the instruction requires.
+#include "kernels/cpu/avx2.h"
+#include "kernels/cpu/avx2_common.h"
+#include "kernels/cpu/blocks.h"
+
+namespace sluice::kernels::cpu::avx2 {
+namespace {
+
+inline __m256i load32(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
+
+// Q4_K/Q5_K's 12 packed bytes -> 8 scales (bytes 0..7) and 8 mins (bytes 8..15).
+inline void unpack_scales_mins(const uint8_t* packed, uint8_t out[16]) {
+  constexpr uint32_t kLow6 = 0x3f3f3f3f, kLow4 = 0x0f0f0f0f, kLow2 = 0x03030303;
+  uint32_t u[4];
+  std::memcpy(u, packed, 12);
+  u[3] = ((u[2] >> 4) & kLow4) | (((u[1] >> 6) & kLow2) << 4);  // mins 4..7
+  const uint32_t mins_lo = u[1] & kLow6;                         // mins 0..3
+  u[1] = (u[2] & kLow4) | (((u[0] >> 6) & kLow2) << 4);          // scales 4..7
+  u[2] = mins_lo;
+  u[0] &= kLow6;                                                  // scales 0..3
+  std::memcpy(out, u, 16);
+}
+
+inline int min_term(const uint8_t* mins, const int16_t* bsums) {
+  int s = 0;
+  for (int j = 0; j < 8; ++j) s += mins[j] * (bsums[2 * j] + bsums[2 * j + 1]);
+  return s;
+}
+
+}  // namespace
+
+float vec_dot_q4_k(const void* w, const void* act, int64_t n) {
+  const auto* x = static_cast<const BlockQ4_K*>(w);
+  const auto* y = static_cast<const BlockQ8_K*>(act);
+  const __m256i low4 = _mm256_set1_epi8(0x0F);
+  __m256 acc = _mm256_setzero_ps();
+  float mins_sum = 0.0f;
+  for (int64_t i = 0; i < n / kQK_K; ++i) {
+    uint8_t sm[16];
+    unpack_scales_mins(x[i].scales, sm);
+    const float d = y[i].d * fp16_to_f32(x[i].d);
+    const float dmin = y[i].d * fp16_to_f32(x[i].dmin);
+    mins_sum += dmin * float(min_term(sm + 8, y[i].bsums));
+    __m256i sumi = _mm256_setzero_si256();
+    for (int j = 0; j < 4; ++j) {
+      const __m256i q4 = load32(x[i].qs + 32 * j);
+      const __m256i lo = _mm256_maddubs_epi16(_mm256_and_si256(q4, low4), load32(y[i].qs + 64 * j));
+      const __m256i hi = _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(q4, 4), low4),
+                                              load32(y[i].qs + 64 * j + 32));
+      sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(lo, _mm256_set1_epi16(sm[2 * j])));
+      sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(hi, _mm256_set1_epi16(sm[2 * j + 1])));
+    }
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+  }
+  return hsum(acc) - mins_sum;
+}
+
+float vec_dot_q5_k(const void* w, const void* act, int64_t n) {
+  const auto* x = static_cast<const BlockQ5_K*>(w);
+  const auto* y = static_cast<const BlockQ8_K*>(act);
+  const __m256i low4 = _mm256_set1_epi8(0x0F);
+  const __m256i one = _mm256_set1_epi8(1);
+  __m256 acc = _mm256_setzero_ps();
+  float mins_sum = 0.0f;
+  for (int64_t i = 0; i < n / kQK_K; ++i) {
+    uint8_t sm[16];
+    unpack_scales_mins(x[i].scales, sm);
+    const float d = y[i].d * fp16_to_f32(x[i].d);
+    const float dmin = y[i].d * fp16_to_f32(x[i].dmin);
+    mins_sum += dmin * float(min_term(sm + 8, y[i].bsums));
+    const __m256i hbits = load32(x[i].qh);
+    __m256i sumi = _mm256_setzero_si256();
+    for (int j = 0; j < 4; ++j) {
+      const __m256i q5 = load32(x[i].qs + 32 * j);
+      // Bit 2j of qh[l] is the fifth bit of value l of the low half, bit 2j+1 of the high half.
+      const __m128i shift_lo = _mm_cvtsi32_si128(2 * j), shift_hi = _mm_cvtsi32_si128(2 * j + 1);
+      const __m256i h_lo = _mm256_slli_epi16(_mm256_and_si256(_mm256_srl_epi16(hbits, shift_lo), one), 4);
+      const __m256i h_hi = _mm256_slli_epi16(_mm256_and_si256(_mm256_srl_epi16(hbits, shift_hi), one), 4);
+      const __m256i v_lo = _mm256_or_si256(_mm256_and_si256(q5, low4), h_lo);
+      const __m256i v_hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q5, 4), low4), h_hi);
+      const __m256i lo = _mm256_maddubs_epi16(v_lo, load32(y[i].qs + 64 * j));
+      const __m256i hi = _mm256_maddubs_epi16(v_hi, load32(y[i].qs + 64 * j + 32));
+      sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(lo, _mm256_set1_epi16(sm[2 * j])));
+      sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(hi, _mm256_set1_epi16(sm[2 * j + 1])));
+    }
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+  }
+  return hsum(acc) - mins_sum;
+}
+
+float vec_dot_q6_k(const void* w, const void* act, int64_t n) {
+  const auto* x = static_cast<const BlockQ6_K*>(w);
+  const auto* y = static_cast<const BlockQ8_K*>(act);
+  const __m256i low4 = _mm256_set1_epi8(0x0F);
+  const __m256i m3 = _mm256_set1_epi8(0x03);
+  const __m256i bias = _mm256_set1_epi8(32);
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t i = 0; i < n / kQK_K; ++i) {
+    const float d = fp16_to_f32(x[i].d) * y[i].d;
+    __m256i sumi = _mm256_setzero_si256();
+    for (int half = 0; half < 2; ++half) {
+      const uint8_t* ql = x[i].ql + 64 * half;
+      const __m256i qh = load32(x[i].qh + 32 * half);
+      const int8_t* sc = x[i].scales + 8 * half;
+      const int8_t* q8 = y[i].qs + 128 * half;
+      const __m256i ql0 = load32(ql), ql1 = load32(ql + 32);
+      // Values 0..63 of the four 32-value groups of this half.
+      __m256i v[4];
+      v[0] = _mm256_or_si256(_mm256_and_si256(ql0, low4), _mm256_slli_epi16(_mm256_and_si256(qh, m3), 4));
+      v[1] = _mm256_or_si256(_mm256_and_si256(ql1, low4),
+                             _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), m3), 4));
+      v[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), low4),
+                             _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), m3), 4));
+      v[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), low4),
+                             _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), m3), 4));
+      for (int g = 0; g < 4; ++g) {
+        const __m256i a = load32(q8 + 32 * g);
+        // (v - 32) . a = v . a - 32 . a
+        const __m256i p = _mm256_sub_epi16(_mm256_maddubs_epi16(v[g], a), _mm256_maddubs_epi16(bias, a));
+        sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, lane_scales(sc[2 * g], sc[2 * g + 1])));
+      }
+    }
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+  }
+  return hsum(acc);
+}
+
+float vec_dot_q2_k(const void* w, const void* act, int64_t n) {
+  const auto* x = static_cast<const BlockQ2_K*>(w);
+  const auto* y = static_cast<const BlockQ8_K*>(act);
+  const __m256i m3 = _mm256_set1_epi8(0x03);
+  __m256 acc = _mm256_setzero_ps();
+  float mins_sum = 0.0f;
+  for (int64_t i = 0; i < n / kQK_K; ++i) {
+    const float dall = y[i].d * fp16_to_f32(x[i].d);
+    const float dmin = y[i].d * fp16_to_f32(x[i].dmin);
+    // Min term: 16 4-bit mins times Q8_K's per-16 sums.
+    const __m128i sc_bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x[i].scales));
+    const __m256i mins = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sc_bytes, 4), _mm_set1_epi8(0x0F)));
+    const __m256i bsums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[i].bsums));
+    mins_sum += dmin * float(hsum_i32(_mm256_madd_epi16(mins, bsums)));
+    __m256i sumi = _mm256_setzero_si256();
+    for (int half = 0; half < 2; ++half) {
+      const __m256i q2 = load32(x[i].qs + 32 * half);
+      const uint8_t* sc = x[i].scales + 8 * half;
+      for (int s = 0; s < 4; ++s) {
+        const __m256i v = _mm256_and_si256(_mm256_srl_epi16(q2, _mm_cvtsi32_si128(2 * s)), m3);
+        const __m256i p = _mm256_maddubs_epi16(v, load32(y[i].qs + 128 * half + 32 * s));
+        sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, lane_scales(sc[2 * s] & 0xF, sc[2 * s + 1] & 0xF)));
+      }
+    }
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(dall), _mm256_cvtepi32_ps(sumi), acc);
+  }
+  return hsum(acc) - mins_sum;
+}
+
+float vec_dot_q3_k(const void* w, const void* act, int64_t n) {
+  const auto* x = static_cast<const BlockQ3_K*>(w);
+  const auto* y = static_cast<const BlockQ8_K*>(act);
+  const __m256i m3 = _mm256_set1_epi8(0x03);
+  const __m256i one = _mm256_set1_epi8(1);
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t i = 0; i < n / kQK_K; ++i) {
+    int8_t scales[16];
+    unpack_q3_k_scales(x[i].scales, scales);
+    const float d = fp16_to_f32(x[i].d) * y[i].d;
+    const __m256i hbits = load32(x[i].hmask);
+    __m256i sumi = _mm256_setzero_si256();
+    for (int half = 0; half < 2; ++half) {
+      const __m256i q3 = load32(x[i].qs + 32 * half);
+      for (int s = 0; s < 4; ++s) {
+        const int group = 4 * half + s;  // 32-value group: its high bits are bit `group` of hmask
+        const __m256i low = _mm256_and_si256(_mm256_srl_epi16(q3, _mm_cvtsi32_si128(2 * s)), m3);
+        // 4 where the high bit is clear (value = low - 4), 0 where it is set.
+        const __m256i hset = _mm256_and_si256(_mm256_srl_epi16(hbits, _mm_cvtsi32_si128(group)), one);
+        const __m256i sub4 = _mm256_slli_epi16(_mm256_xor_si256(hset, one), 2);
+        const __m256i a = load32(y[i].qs + 32 * group);
+        const __m256i p = _mm256_sub_epi16(_mm256_maddubs_epi16(low, a), _mm256_maddubs_epi16(sub4, a));
+        sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, lane_scales(scales[2 * group], scales[2 * group + 1])));
+      }
+    }
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+  }
+  return hsum(acc);
+}
+
+}  // namespace sluice::kernels::cpu::avx2

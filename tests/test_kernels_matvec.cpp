@@ -1,0 +1,128 @@
+// ThreadPool and matvec/matmul: every row computed once, results independent of thread count,
+// bad shapes rejected.
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <string>
+#include <vector>
+
+#include "common/error.h"
+#include "kernels/matvec.h"
+#include "kernels/quant.h"
+#include "kernels/thread_pool.h"
+#include "tests/kernels_reference.h"
+
+using sluice::Error;
+using sluice::ErrorCode;
+using sluice::GgmlType;
+using sluice::kernels::ThreadPool;
+using sluice::kernels::WeightMatrix;
+using namespace sluice::test;
+
+namespace {
+
+struct QuantizedMatrix {
+  std::vector<std::byte> bytes;
+  WeightMatrix w;
+};
+
+QuantizedMatrix random_matrix(GgmlType type, int64_t n_rows, int64_t n_cols, uint32_t seed) {
+  QuantizedMatrix m;
+  const size_t row_bytes = sluice::ggml_row_bytes(type, uint64_t(n_cols));
+  m.bytes.resize(row_bytes * size_t(n_rows));
+  for (int64_t r = 0; r < n_rows; ++r) {
+    const auto row = random_row(n_cols, seed + uint32_t(r), 0.05f);
+    sluice::kernels::quantize_row(type, row.data(), m.bytes.data() + size_t(r) * row_bytes, n_cols);
+  }
+  m.w = WeightMatrix{type, m.bytes.data(), n_cols, n_rows, row_bytes};
+  return m;
+}
+
+std::vector<float> run_matmul(const WeightMatrix& w, const std::vector<float>& x, int64_t n_tokens, ThreadPool& pool) {
+  std::vector<float> y(size_t(w.n_rows * n_tokens));
+  std::vector<std::byte> scratch(sluice::kernels::matmul_scratch_bytes(w.type, w.n_cols, n_tokens));
+  sluice::kernels::matmul(w, x, n_tokens, y, scratch, pool);
+  return y;
+}
+
+}  // namespace
+
+TEST_CASE("parallel_for visits every index exactly once for any size, grain and thread count") {
+  for (unsigned threads : {1u, 2u, 3u, 8u}) {
+    ThreadPool pool(threads);
+    for (int64_t n : {0, 1, 7, 16, 100, 1000, 4099}) {
+      for (int64_t grain : {1, 16, 64}) {
+        std::vector<std::atomic<int>> hits(size_t(n) + 1);
+        std::atomic<int> empty_chunks{0};  // doctest assertions are not thread-safe: count instead
+        pool.parallel_for(n, grain, [&](int64_t b, int64_t e) {
+          if (b >= e) empty_chunks.fetch_add(1);
+          for (int64_t i = b; i < e; ++i) hits[size_t(i)].fetch_add(1);
+        });
+        CHECK(empty_chunks.load() == 0);
+        for (int64_t i = 0; i < n; ++i) REQUIRE(hits[size_t(i)].load() == 1);
+      }
+    }
+  }
+}
+
+TEST_CASE("a thread pool survives many back-to-back calls") {
+  ThreadPool pool(4);
+  std::atomic<int64_t> total{0};
+  for (int call = 0; call < 2000; ++call)
+    pool.parallel_for(256, 16, [&](int64_t b, int64_t e) { total.fetch_add(e - b); });
+  CHECK(total.load() == 2000 * 256);
+}
+
+TEST_CASE("matvec equals per-row vec_dot and does not depend on the thread count") {
+  ThreadPool one(1), two(2), five(5);
+  for (GgmlType type : {GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_1,
+                        GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K,
+                        GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::MXFP4, GgmlType::IQ4_NL}) {
+    INFO(sluice::ggml_type_name(type));
+    const auto m = random_matrix(type, 67, 512, 5);
+    const auto x = random_row(512, 99);
+    const auto y1 = run_matmul(m.w, x, 1, one);
+    CHECK(run_matmul(m.w, x, 1, two) == y1);
+    CHECK(run_matmul(m.w, x, 1, five) == y1);
+    const GgmlType act_type = sluice::kernels::vec_dot_type(type);
+    std::vector<std::byte> act(sluice::ggml_row_bytes(act_type, 512));
+    sluice::kernels::quantize_row(act_type, x.data(), act.data(), 512);
+    for (int64_t r = 0; r < 67; ++r)
+      REQUIRE(y1[size_t(r)] == sluice::kernels::vec_dot(type, m.w.data + size_t(r) * m.w.row_stride, act.data(), 512));
+  }
+}
+
+TEST_CASE("matmul over several tokens equals one matvec per token") {
+  ThreadPool pool(3);
+  const auto m = random_matrix(GgmlType::Q4_K, 40, 1024, 17);
+  const int64_t n_tokens = 3;
+  const auto x = random_row(1024 * n_tokens, 23);
+  const auto y = run_matmul(m.w, x, n_tokens, pool);
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    const std::vector<float> xt(x.begin() + t * 1024, x.begin() + (t + 1) * 1024);
+    const auto yt = run_matmul(m.w, xt, 1, pool);
+    CHECK(std::vector<float>(y.begin() + t * 40, y.begin() + (t + 1) * 40) == yt);
+  }
+}
+
+TEST_CASE("matvec rejects a short scratch, a short output and a row length off the block size") {
+  ThreadPool pool(2);
+  const auto m = random_matrix(GgmlType::Q4_K, 4, 256, 1);
+  const auto x = random_row(256, 2);
+  std::vector<float> y(4);
+  std::vector<std::byte> scratch(sluice::kernels::matmul_scratch_bytes(GgmlType::Q4_K, 256, 1));
+  auto expect = [&](auto&& call, const std::string& fragment) {
+    try {
+      call();
+      FAIL("accepted");
+    } catch (const Error& e) {
+      CHECK(e.code() == ErrorCode::invalid_argument);
+      CHECK(std::string(e.what()).find(fragment) != std::string::npos);
+    }
+  };
+  expect([&] { sluice::kernels::matvec(m.w, x, y, std::span(scratch).first(100), pool); }, "scratch holds 100 bytes");
+  expect([&] { sluice::kernels::matvec(m.w, x, std::span(y).first(3), scratch, pool); }, "y holds 3 values");
+  WeightMatrix odd = m.w;
+  odd.n_cols = 200;
+  expect([&] { sluice::kernels::matvec(odd, x, y, scratch, pool); }, "not a multiple of q4_K's block size 256");
+}

@@ -1,0 +1,174 @@
+// Dot products and activation quantization: agreement with ggml's CPU backend on the reference
+// vectors, SIMD against the scalar reference on random rows, and the reference quantizers'
+// error against ggml's own.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <string>
+
+#include "kernels/cpu/blocks.h"
+#include "kernels/cpu/dispatch.h"
+#include "kernels/quant.h"
+#include "tests/kernels_reference.h"
+
+using sluice::GgmlType;
+using sluice::kernels::cpu::KernelTable;
+using namespace sluice::test;
+
+namespace {
+
+const GgmlType kWeightTypes[] = {
+    GgmlType::F32,  GgmlType::F16,  GgmlType::BF16, GgmlType::Q4_0, GgmlType::Q4_1,  GgmlType::Q5_0,
+    GgmlType::Q5_1, GgmlType::Q8_0, GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K,  GgmlType::Q5_K,
+    GgmlType::Q6_K, GgmlType::MXFP4, GgmlType::IQ4_NL};
+
+std::vector<std::byte> quantize_with(const KernelTable& table, GgmlType type, const std::vector<float>& x) {
+  std::vector<std::byte> out(sluice::ggml_row_bytes(type, x.size()));
+  table.quantize[size_t(type)](x.data(), out.data(), int64_t(x.size()));
+  return out;
+}
+
+const KernelTable& scalar() { return sluice::kernels::cpu::scalar_kernels(); }
+
+// A row of random bytes with every f16 scale field replaced by a small finite value, so that
+// every bit pattern of the packed quants and sub-block scales is exercised.
+std::vector<std::byte> random_blocks(GgmlType type, int64_t n, uint32_t seed) {
+  namespace cpu = sluice::kernels::cpu;
+  std::mt19937 rng(seed);
+  std::vector<std::byte> bytes(sluice::ggml_row_bytes(type, uint64_t(n)));
+  for (auto& b : bytes) b = std::byte(rng() & 0xff);
+  const auto& traits = sluice::ggml_traits(type);
+  auto half = [&](uint16_t& field) { field = cpu::f32_to_fp16(float(rng() % 1000 + 1) * 1e-4f); };
+  for (int64_t i = 0; i < n / int64_t(traits.block_size); ++i) {
+    std::byte* b = bytes.data() + size_t(i) * traits.type_size;
+    switch (type) {
+      case GgmlType::Q4_0: half(reinterpret_cast<cpu::BlockQ4_0*>(b)->d); break;
+      case GgmlType::Q4_1: half(reinterpret_cast<cpu::BlockQ4_1*>(b)->d); half(reinterpret_cast<cpu::BlockQ4_1*>(b)->m); break;
+      case GgmlType::Q5_0: half(reinterpret_cast<cpu::BlockQ5_0*>(b)->d); break;
+      case GgmlType::Q5_1: half(reinterpret_cast<cpu::BlockQ5_1*>(b)->d); half(reinterpret_cast<cpu::BlockQ5_1*>(b)->m); break;
+      case GgmlType::Q8_0: half(reinterpret_cast<cpu::BlockQ8_0*>(b)->d); break;
+      case GgmlType::IQ4_NL: half(reinterpret_cast<cpu::BlockIq4Nl*>(b)->d); break;
+      case GgmlType::MXFP4: reinterpret_cast<cpu::BlockMxfp4*>(b)->e = uint8_t(110 + rng() % 20); break;
+      case GgmlType::Q2_K: half(reinterpret_cast<cpu::BlockQ2_K*>(b)->d); half(reinterpret_cast<cpu::BlockQ2_K*>(b)->dmin); break;
+      case GgmlType::Q3_K: half(reinterpret_cast<cpu::BlockQ3_K*>(b)->d); break;
+      case GgmlType::Q4_K: half(reinterpret_cast<cpu::BlockQ4_K*>(b)->d); half(reinterpret_cast<cpu::BlockQ4_K*>(b)->dmin); break;
+      case GgmlType::Q5_K: half(reinterpret_cast<cpu::BlockQ5_K*>(b)->d); half(reinterpret_cast<cpu::BlockQ5_K*>(b)->dmin); break;
+      case GgmlType::Q6_K: half(reinterpret_cast<cpu::BlockQ6_K*>(b)->d); break;
+      default: break;
+    }
+  }
+  return bytes;
+}
+const KernelTable& best() { return sluice::kernels::cpu::best_kernels(); }
+
+}  // namespace
+
+TEST_CASE("vec_dot of every reference row matches ggml's CPU result within 1e-5 relative") {
+  const auto ref = read_json(kernels_dir() / "kernels.json");
+  sluice::io::PreadReader reader((kernels_dir() / "kernels.gguf").string());
+  const auto file = sluice::core::GgufFile::parse(reader);
+  const auto& act_info = file.tensor("activation");
+  std::vector<float> activation(act_info.n_elements);
+  reader.read_sync(act_info.file_offset, std::as_writable_bytes(std::span(activation)));
+  for (const auto& [name, entry] : ref["types"].items()) {
+    const auto& t = file.tensor(entry["tensor"].get<std::string>());
+    if (!sluice::kernels::is_supported(t.type)) continue;
+    const GgmlType act_type = sluice::kernels::vec_dot_type(t.type);
+    CHECK(std::string(sluice::ggml_type_name(act_type)) == entry["vec_dot_type"].get<std::string>());
+    CHECK(t.row_bytes == entry["row_bytes"].get<uint64_t>());
+    const auto bytes = read_tensor_bytes(reader, t);
+    for (const KernelTable* table : {&scalar(), &best()}) {
+      const auto act = quantize_with(*table, act_type, activation);
+      for (size_t r = 0; r < entry["dots"].size(); ++r) {
+        INFO("type " << name << " row " << r << " isa " << table->isa);
+        const double expected = entry["dots"][r][0].get<double>();
+        const float got = table->vec_dot[size_t(t.type)](bytes.data() + r * t.row_bytes, act.data(), t.ne[0]);
+        CHECK(std::fabs(got - expected) <= 1e-5 * std::fabs(expected));
+      }
+    }
+  }
+}
+
+TEST_CASE("SIMD activation quantization is bit-identical to the scalar reference") {
+  for (GgmlType type : {GgmlType::Q8_0, GgmlType::Q8_1, GgmlType::Q8_K, GgmlType::F16, GgmlType::BF16}) {
+    for (int64_t n : {256, 512, 4096, 7168, 18432}) {
+      for (uint32_t seed : {1u, 2u, 3u}) {
+        INFO(sluice::ggml_type_name(type) << " n=" << n << " seed=" << seed << " isa " << best().isa);
+        auto x = random_row(n, seed * 7919u + uint32_t(n));
+        // Values exactly halfway between two quantization levels exercise the tie rule.
+        if (n == 256) {
+          for (int j = 0; j < 32; ++j) x[size_t(j)] = float(j - 16) + 0.5f;
+          x[31] = 127.0f;
+        }
+        CHECK(quantize_with(best(), type, x) == quantize_with(scalar(), type, x));
+      }
+    }
+  }
+}
+
+TEST_CASE("SIMD dot products match the scalar reference within normalized MSE 1e-10") {
+  for (GgmlType type : kWeightTypes) {
+    const GgmlType act_type = sluice::kernels::vec_dot_type(type);
+    double err = 0, norm = 0;
+    for (int64_t n : {256, 1024, 4096, 7168, 18432}) {
+      for (uint32_t seed : {11u, 12u}) {
+        const auto w = quantize_with(scalar(), type, random_row(n, seed, 0.05f));
+        const auto act = quantize_with(scalar(), act_type, random_row(n, seed + 100));
+        const double a = best().vec_dot[size_t(type)](w.data(), act.data(), n);
+        const double b = scalar().vec_dot[size_t(type)](w.data(), act.data(), n);
+        err += (a - b) * (a - b);
+        norm += b * b;
+      }
+    }
+    INFO(sluice::ggml_type_name(type) << " isa " << best().isa << " nmse " << err / norm);
+    CHECK(norm > 0);
+    CHECK(err / norm <= 1e-10);
+  }
+}
+
+TEST_CASE("SIMD dot products match the scalar reference on random bit patterns of every block field") {
+  for (GgmlType type : kWeightTypes) {
+    if (type == GgmlType::F32 || type == GgmlType::F16 || type == GgmlType::BF16) continue;
+    const GgmlType act_type = sluice::kernels::vec_dot_type(type);
+    double err = 0, norm = 0;
+    for (int64_t n : {256, 2048, 18432}) {
+      const auto w = random_blocks(type, n, uint32_t(n) + 5);
+      const auto act = quantize_with(scalar(), act_type, random_row(n, uint32_t(n) + 6));
+      const double a = best().vec_dot[size_t(type)](w.data(), act.data(), n);
+      const double b = scalar().vec_dot[size_t(type)](w.data(), act.data(), n);
+      err += (a - b) * (a - b);
+      norm += b * b;
+    }
+    INFO(sluice::ggml_type_name(type) << " nmse " << err / norm);
+    CHECK(err / norm <= 1e-10);
+  }
+}
+
+TEST_CASE("the dispatch table uses AVX2 kernels on a CPU that has AVX2, FMA and F16C") {
+  __builtin_cpu_init();
+  const bool has_avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+  CHECK(std::string(best().isa) == (has_avx2 ? "avx2" : "scalar"));
+  CHECK(std::string(scalar().isa) == "scalar");
+}
+
+TEST_CASE("the reference quantizers lose at most 1.25x the RMS error of ggml's own quantization") {
+  const auto ref = read_json(kernels_dir() / "kernels.json");
+  sluice::io::PreadReader reader((kernels_dir() / "kernels.gguf").string());
+  const auto file = sluice::core::GgufFile::parse(reader);
+  const auto& src_info = file.tensor("source");
+  std::vector<float> source(src_info.n_elements);
+  reader.read_sync(src_info.file_offset, std::as_writable_bytes(std::span(source)));
+  for (const auto& [name, entry] : ref["types"].items()) {
+    const auto& t = file.tensor(entry["tensor"].get<std::string>());
+    if (!sluice::kernels::is_supported(t.type)) continue;
+    REQUIRE(t.n_elements == source.size());
+    const auto ggml_values = dequantize_tensor(t, read_tensor_bytes(reader, t));
+    std::vector<std::byte> ours(t.n_bytes);
+    for (uint64_t r = 0; r < t.n_elements / uint64_t(t.ne[0]); ++r)
+      sluice::kernels::quantize_row(t.type, source.data() + r * uint64_t(t.ne[0]), ours.data() + r * t.row_bytes, t.ne[0]);
+    const auto our_values = dequantize_tensor(t, ours);
+    const double ours_rms = rms(our_values, source), ggml_rms = rms(ggml_values, source);
+    INFO("type " << name << ": ours " << ours_rms << " ggml " << ggml_rms);
+    CHECK(ours_rms <= 1.25 * ggml_rms);
+  }
+}
