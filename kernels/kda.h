@@ -16,7 +16,8 @@
 //   o_t    = S^T q_t * scale           the UPDATED state; scale = 1/sqrt(D)
 // q and k are expected L2-normalized already (kda_l2_norm). Because the transposed layout makes
 // each value component j an independent row, the kernel runs row by row: decay, dot with k,
-// rank-1 update, dot with q.
+// rank-1 update, dot with q. The dots and the update use ggml's AVX-512 accumulation order and FMA
+// (emulated in scalar), which makes the output bit-identical to llama.cpp's reference run.
 #pragma once
 
 #include <cstdint>

@@ -10,8 +10,9 @@
 //
 // `candidates` holds n+1 pointers to [n_embd] rows, current stream last; `probs` receives the
 // n+1 probabilities (llama.cpp's res_probs). out may alias the current stream but no checkpoint.
-// Norm sums accumulate in double and the score is a float dot product, as ggml's rms_norm and
-// mul_mat do; the softmax follows ggml_soft_max.
+// Bit-exact with llama.cpp's graph (checked on its trace): rms_norm (sum of squares in double),
+// ggml_mul by w (float products), ggml_sum_rows (double sum, rounded to float), ggml_soft_max; the
+// weighted sum without FMA, checkpoints in order, then + p_n * x_n.
 #pragma once
 
 #include <cstdint>

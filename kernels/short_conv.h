@@ -13,7 +13,8 @@
 //                                      d_conv-1 inputs of [old state | x] (fewer than d_conv-1
 //                                      tokens shift the older entries along).
 //   y      [n_tokens][n_ch]            must not alias x
-// The tap sum runs tap 0 first, in float, as ggml_compute_forward_ssm_conv_f32 does.
+// The tap sum runs tap 0 first, in float with FMA, as ggml_compute_forward_ssm_conv_f32 compiles
+// on the reference machine (bit-identical on llama.cpp's trace).
 // No allocation: `window` is caller scratch of (d_conv - 1 + n_tokens) floats.
 #pragma once
 

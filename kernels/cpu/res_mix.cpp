@@ -15,9 +15,9 @@ void res_mix(std::span<const float* const> candidates, std::span<const float> w,
     double sq = 0.0;
     for (size_t e = 0; e < n_embd; ++e) sq += static_cast<double>(x[e] * x[e]);
     const float scale = 1.0f / std::sqrt(static_cast<float>(sq / static_cast<double>(n_embd)) + eps);
-    float s = 0.0f;
-    for (size_t e = 0; e < n_embd; ++e) s += (x[e] * scale) * w[e];
-    probs[i] = s;
+    double s = 0.0;  // ggml_mul (float products) then ggml_sum_rows (double sum)
+    for (size_t e = 0; e < n_embd; ++e) s += static_cast<double>((x[e] * scale) * w[e]);
+    probs[i] = static_cast<float>(s);
     max = s > max ? s : max;
   }
   double sum = 0.0;

@@ -1,5 +1,7 @@
 #include "kernels/short_conv.h"
 
+#include <cmath>
+
 namespace sluice::kernels {
 
 void short_conv(std::span<const float> x, std::span<const float> w, std::span<float> state,
@@ -15,7 +17,7 @@ void short_conv(std::span<const float> x, std::span<const float> w, std::span<fl
     for (int64_t t = 0; t < n_tokens; ++t) win[n_past + t] = x[t * n_ch + c];
     for (int64_t t = 0; t < n_tokens; ++t) {
       float sum = 0.0f;
-      for (int64_t i = 0; i < d_conv; ++i) sum += win[t + i] * wc[i];
+      for (int64_t i = 0; i < d_conv; ++i) sum = std::fma(win[t + i], wc[i], sum);
       y[t * n_ch + c] = sum;
     }
     for (int64_t i = 0; i < n_past; ++i) st[i] = win[n_tokens + i];
