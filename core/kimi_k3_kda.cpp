@@ -3,7 +3,7 @@
 
 #include "core/kimi_k3_session.h"
 #include "kernels/activations.h"
-#include "kernels/expf_simd.h"
+#include "kernels/ggml_simd.h"
 #include "kernels/kda.h"
 #include "kernels/kda_chunked.h"
 #include "kernels/short_conv.h"

@@ -1,11 +1,12 @@
 // MLA layer of the kimi-k3 forward pass (spec section 7): absorbed, no RoPE, latent MQA cache,
 // sigmoid output gate. Reads h_, writes a_.
 #include <cstring>
+#include <limits>
 
 #include "core/kimi_k3_session.h"
 #include "kernels/activations.h"
 #include "kernels/quant.h"
-#include "kernels/softmax.h"
+#include "kernels/ggml_simd.h"
 
 namespace sluice::core {
 
@@ -54,24 +55,23 @@ void KimiK3Session::mla(int64_t il, int64_t n, int64_t start_pos) {
   }
 
   // Causal softmax(Q_h . K / sqrt(d_qk)) over the cache, values = the latent part of each row;
-  // then o_h = v_b_h o_lat_h, heads concatenated: [n][H * d_v].
+  // then o_h = v_b_h o_lat_h, heads concatenated: [n][H * d_v]. The score row is padded to a whole
+  // number of 16-value chunks with masked (-inf -> 0) entries, as ggml's soft_max sees llama.cpp's
+  // padded KV cells; KQ, softmax and the value sum follow ggml's float order (kernels/ggml_simd.h).
+  const int64_t W = kernels::kGgmlSimdWidth;
   for (int64_t h = 0; h < H; ++h) {
     for (int64_t t = 0; t < n; ++t) {
       const float* qh = qh_.data() + (t * H + h) * R;
-      const int64_t n_att = start_pos + t + 1;
-      for (int64_t s = 0; s < n_att; ++s) {
-        const float* kr = kv_f32_.data() + s * R;
-        float dot = 0.0f;
-        for (int64_t i = 0; i < R; ++i) dot += qh[i] * kr[i];
-        scores_[static_cast<size_t>(s)] = dot;
-      }
-      kernels::softmax({scores_.data(), static_cast<size_t>(n_att)}, c.kq_scale);
+      const int64_t n_att = start_pos + t + 1, n_pad = (n_att + W - 1) / W * W;
+      for (int64_t s = 0; s < n_pad; ++s)
+        scores_[static_cast<size_t>(s)] =
+            s < n_att ? kernels::dot_f32_ggml(qh, kv_f32_.data() + s * R, R) : -std::numeric_limits<float>::infinity();
+      kernels::softmax_simd({scores_.data(), static_cast<size_t>(n_pad)}, c.kq_scale);
       float* ol = o_lat_.data() + t * KL;
-      std::memset(ol, 0, static_cast<size_t>(KL) * sizeof(float));
-      for (int64_t s = 0; s < n_att; ++s) {
-        const float p = scores_[static_cast<size_t>(s)];
-        const float* kr = kv_f32_.data() + s * R;
-        for (int64_t i = 0; i < KL; ++i) ol[i] += p * kr[i];
+      for (int64_t i = 0; i < KL; ++i) {
+        float* col = kv_col_.data();
+        for (int64_t s = 0; s < n_pad; ++s) col[s] = s < n_att ? kv_f32_[static_cast<size_t>(s * R + i)] : 0.0f;
+        ol[i] = kernels::dot_f32_tinyblas(scores_.data(), col, n_pad);
       }
     }
     matmul(L.wv_b.slice(h), o_lat_.data(), n, o_head_.data());

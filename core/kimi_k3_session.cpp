@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "common/error.h"
+#include "kernels/ggml_simd.h"
 #include "kernels/kda_chunked.h"
 #include "kernels/matvec.h"
 #include "kernels/quant.h"
@@ -62,7 +63,9 @@ KimiK3Session::KimiK3Session(const KimiK3Model& model, ExpertSource& experts, ke
     size(o_head_, B * c.v_head_dim);
     size(mla_o_, B * H * c.v_head_dim);
     size(gate_, B * H * c.v_head_dim);
-    size(scores_, n_ctx);
+    const int64_t n_pad = (n_ctx + kernels::kGgmlSimdWidth - 1) / kernels::kGgmlSimdWidth * kernels::kGgmlSimdWidth;
+    size(scores_, n_pad);
+    size(kv_col_, n_pad);
     size(kv_f32_, n_ctx * R);
   }
   const int64_t ff = std::max({c.n_ff, c.n_ff_shexp, c.n_ff_exp});
@@ -106,7 +109,7 @@ uint64_t KimiK3Session::scratch_bytes() const {
   for (const auto* v : {&x_, &r_, &u_, &h_, &a_, &stack_, &mix_probs_, &proj_, &conv_out_[0], &conv_out_[1],
                         &conv_out_[2], &fa_, &z_, &g_, &beta_, &o_, &g2_, &exp_g_, &conv_win_, &chunk_scratch_,
                         &qa_, &q_, &kv_, &q_nope_, &q_abs_, &qh_, &o_lat_, &o_head_, &mla_o_, &gate_, &scores_,
-                        &kv_f32_, &ffn_g_, &ffn_u_, &ffn_out_, &router_, &probs_, &sel_, &route_w_,
+                        &kv_f32_, &kv_col_, &ffn_g_, &ffn_u_, &ffn_out_, &router_, &probs_, &sel_, &route_w_,
                         &group_scores_, &zl_, &xe_, &ge_, &ue_, &ye_, &expert_out_, &moe_, &sh_, &logits_})
     f += v->size();
   uint64_t i = route_ids_.size() + group_top_.size() + expert_list_.size() + gather_.size();

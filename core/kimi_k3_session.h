@@ -108,7 +108,7 @@ class KimiK3Session {
   // KDA, [n_batch][d_inner] unless noted.
   std::vector<float> proj_, conv_out_[3], fa_, z_, g_, beta_, o_, g2_, exp_g_, conv_win_, chunk_scratch_;
   // MLA.
-  std::vector<float> qa_, q_, kv_, q_nope_, q_abs_, qh_, o_lat_, o_head_, mla_o_, gate_, scores_, kv_f32_;
+  std::vector<float> qa_, q_, kv_, q_nope_, q_abs_, qh_, o_lat_, o_head_, mla_o_, gate_, scores_, kv_f32_, kv_col_;
   // FFN / MoE.
   std::vector<float> ffn_g_, ffn_u_, ffn_out_;
   std::vector<float> router_, probs_, sel_, route_w_, group_scores_;

@@ -16,7 +16,7 @@
 #include "core/kimi_k3_model.h"
 #include "core/kimi_k3_session.h"
 #include "kernels/activations.h"
-#include "kernels/expf_simd.h"
+#include "kernels/ggml_simd.h"
 #include "kernels/kda.h"
 #include "kernels/kda_chunked.h"
 #include "kernels/res_mix.h"

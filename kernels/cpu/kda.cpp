@@ -1,39 +1,12 @@
 #include "kernels/kda.h"
 
+#include "kernels/ggml_simd.h"
+
 #include <cmath>
 #include <limits>
 
 namespace sluice::kernels {
 
-namespace {
-
-// ggml_vec_dot_f32 as the reference machine computes it (AVX-512: 4 accumulators of 16 lanes, FMA,
-// pairwise then lane-tree reduction, tail in double). Emulated in scalar so that the recurrence is
-// bit-identical to llama.cpp's GATED_DELTA_NET whatever SIMD the host has.
-float reduce16(const float* a) {
-  float t3[8], t6[4];
-  for (int i = 0; i < 8; ++i) t3[i] = a[i + 8] + a[i];
-  for (int i = 0; i < 4; ++i) t6[i] = t3[i + 4] + t3[i];
-  return (t6[0] + t6[2]) + (t6[1] + t6[3]);
-}
-
-float dot_ggml(const float* x, const float* y, int64_t n) {
-  const int64_t np = n & ~int64_t{63};
-  float acc[4][16] = {};
-  for (int64_t i = 0; i < np; i += 64)
-    for (int j = 0; j < 4; ++j)
-      for (int l = 0; l < 16; ++l) acc[j][l] = std::fma(x[i + j * 16 + l], y[i + j * 16 + l], acc[j][l]);
-  for (int l = 0; l < 16; ++l) {
-    acc[0][l] += acc[2][l];
-    acc[1][l] += acc[3][l];
-  }
-  for (int l = 0; l < 16; ++l) acc[0][l] += acc[1][l];
-  double sum = reduce16(acc[0]);
-  for (int64_t i = np; i < n; ++i) sum += static_cast<double>(x[i] * y[i]);
-  return static_cast<float>(sum);
-}
-
-}  // namespace
 
 void kda_l2_norm(std::span<float> x, int64_t D, float eps) {
   const int64_t n_rows = static_cast<int64_t>(x.size()) / D;
@@ -83,10 +56,10 @@ void kda_recurrence(std::span<const float> q, std::span<const float> k, std::spa
         const float* qt = q.data() + base;
         const float* gt = exp_g.data() + base;
         for (int64_t i = 0; i < D; ++i) row[i] *= gt[i];
-        const float kv = dot_ggml(row, kt, D);
+        const float kv = dot_f32_ggml(row, kt, D);
         const float delta = (v[base + j] - kv) * beta[t * H + h];
         for (int64_t i = 0; i < D; ++i) row[i] = std::fma(kt[i], delta, row[i]);  // ggml_vec_mad_f32
-        out[base + j] = dot_ggml(row, qt, D) * scale;
+        out[base + j] = dot_f32_ggml(row, qt, D) * scale;
       }
     }
   });
