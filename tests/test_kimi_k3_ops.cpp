@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -73,18 +74,18 @@ double max_abs(const std::vector<float>& a) {
   return m;
 }
 
-// y[t][r] = W[r] . x[t] for an F32 matrix (the F16 file widened), in double.
-std::vector<float> matmul_f32(const core::Tensor& w, const std::vector<float>& x) {
-  const kernels::WeightMatrix m = w.matrix();
+// y[t][r] = W[r] . x[t] for an F32 matrix (the F16 file widened), in the order llama.cpp's F32
+// matmul uses: tinyBLAS (llamafile sgemm) for contiguous activations, ggml_vec_dot_f32 for the
+// permuted per-head views of MLA.
+std::vector<float> matmul_f32(const kernels::WeightMatrix& m, const std::vector<float>& x, bool vec_dot = false) {
   REQUIRE(m.type == GgmlType::F32);
   const int64_t n = static_cast<int64_t>(x.size()) / m.n_cols;
   std::vector<float> y(static_cast<size_t>(n * m.n_rows));
   for (int64_t t = 0; t < n; ++t)
     for (int64_t r = 0; r < m.n_rows; ++r) {
       const float* row = reinterpret_cast<const float*>(m.data + r * m.row_stride);
-      double s = 0;
-      for (int64_t i = 0; i < m.n_cols; ++i) s += double(row[i]) * x[t * m.n_cols + i];
-      y[t * m.n_rows + r] = static_cast<float>(s);
+      y[t * m.n_rows + r] = vec_dot ? kernels::dot_f32_ggml(row, &x[t * m.n_cols], m.n_cols)
+                                    : kernels::dot_f32_tinyblas(row, &x[t * m.n_cols], m.n_cols);
     }
   return y;
 }
@@ -146,7 +147,7 @@ TEST_CASE("KDA chunked form equals the token recurrence, across chunk edges and 
   }
 }
 
-TEST_CASE("KDA recurrence reproduces llama.cpp's scan output for the prompt and the first decode step") {
+TEST_CASE("KDA recurrence reproduces llama.cpp's scan output bit for bit for the prompt and the first decode step") {
   if (!have_reference()) {
     MESSAGE("skipped: kimi-k3 reference not found");
     return;
@@ -167,13 +168,12 @@ TEST_CASE("KDA recurrence reproduces llama.cpp's scan output for the prompt and 
       const int64_t T = static_cast<int64_t>(beta.size()) / H;
       std::vector<float> o(T * H * D), exp_g(T * H * D);
       kernels::kda_recurrence(q, k, v, g, beta, S, T, H, D, 1.0f / std::sqrt(float(D)), o, exp_g, pool);
-      CHECK(max_abs_diff(o, want) <= 1e-5 * max_abs(want));
-      MESSAGE("scan diff " << max_abs_diff(o, want) << " of " << max_abs(want));
+      CHECK(max_abs_diff(o, want) == 0);  // bit-identical
     }
   }
 }
 
-TEST_CASE("short conv with silu reproduces llama.cpp's q/k/v conv outputs, carrying the conv state into decode") {
+TEST_CASE("short conv with silu reproduces llama.cpp's q/k/v conv outputs bit for bit, carrying the conv state into decode") {
   if (!have_reference()) {
     MESSAGE("skipped: kimi-k3 reference not found");
     return;
@@ -192,20 +192,22 @@ TEST_CASE("short conv with silu reproduces llama.cpp's q/k/v conv outputs, carry
       std::vector<float> state(DI * (K - 1), 0.0f);
       for (int call = 0; call < 2; ++call) {
         const std::vector<float> h = trace.get(call, "attn_norm-" + std::to_string(il));
-        const std::vector<float> p = matmul_f32(*w[x], h);
+        // One token (decode) goes through ggml_vec_dot_f32, a batch through tinyBLAS.
+        const std::vector<float> p = matmul_f32(w[x]->matrix(), h, call == 1);
         const int64_t T = static_cast<int64_t>(p.size()) / DI;
         std::vector<float> y(p.size()), window(K - 1 + T);
         kernels::short_conv(p, taps[x]->f32(), state, T, DI, K, y, window);
         kernels::silu_simd(y, DI, y);
         const std::vector<float> want =
             trace.get(call, "kda_" + std::string(names[x]) + "_conv-" + std::to_string(il));
-        CHECK(max_abs_diff(y, want) <= 2e-5 * max_abs(want));
+        CAPTURE(call);
+        CHECK(max_abs_diff(y, want) == 0);  // bit-identical
       }
     }
   }
 }
 
-TEST_CASE("residual mix reproduces llama.cpp's final mixing probabilities and result_norm") {
+TEST_CASE("residual mix reproduces llama.cpp's final mixing probabilities and result_norm bit for bit") {
   if (!have_reference()) {
     MESSAGE("skipped: kimi-k3 reference not found");
     return;
@@ -222,10 +224,72 @@ TEST_CASE("residual mix reproduces llama.cpp's final mixing probabilities and re
     const float* rows[3] = {&x0[t * E], &x1[t * E], &x2[t * E]};
     kernels::res_mix(rows, model->output_res_score().f32(), 1e-5f, {&probs[t * 3], 3}, {&mixed[t * E], size_t(E)});
   }
-  CHECK(max_abs_diff(probs, want_p) <= 1e-5);
-  MESSAGE("res_probs diff " << max_abs_diff(probs, want_p));
+  CHECK(max_abs_diff(probs, want_p) == 0);
   kernels::rms_norm(mixed, model->output_norm().f32(), 1e-5f, E, normed);
-  CHECK(max_abs_diff(normed, want_norm) <= 1e-4 * max_abs(want_norm));
+  CHECK(max_abs_diff(normed, want_norm) == 0);
+}
+
+TEST_CASE("MLA attention core (KQ, soft_max, value sum) reproduces llama.cpp's probabilities and head outputs bit for bit") {
+  if (!have_reference()) {
+    MESSAGE("skipped: kimi-k3 reference not found");
+    return;
+  }
+  const Trace trace;
+  auto model = core::KimiK3Model::load((k3_dir() / "kimi-k3-f16.gguf").string(), {.widen_f16_to_f32 = true});
+  const core::KimiK3Config& c = model->config();
+  const core::KimiK3Layer& L = model->layer(3);
+  const int64_t H = c.n_head, NOPE = c.qk_nope, ROPE = c.qk_rope, KL = c.kv_lora_rank, R = c.mla_row(), DV = c.v_head_dim;
+  const int64_t DQK = NOPE + ROPE, CELLS = 256;  // llama.cpp's padded KV cells in the trace
+  const std::vector<float> h = trace.get(0, "attn_norm-3"), want_p = trace.get(0, "kq_soft_max-3"),
+                           want_o = trace.get(0, "kqv_out-3");
+  const int64_t T = static_cast<int64_t>(h.size()) / c.n_embd;
+  std::vector<float> qa = matmul_f32(L.wq_a.matrix(), h);
+  kernels::rms_norm(qa, L.q_a_norm.f32(), c.rms_eps, c.q_lora_rank, qa);
+  const std::vector<float> q = matmul_f32(L.wq_b.matrix(), qa);
+  std::vector<float> kv = matmul_f32(L.wkv_a_mqa.matrix(), h);
+  for (int64_t t = 0; t < T; ++t)
+    kernels::rms_norm({&kv[t * R], size_t(KL)}, L.kv_a_norm.f32(), c.rms_eps, KL, {&kv[t * R], size_t(KL)});
+  double p_diff = 0, o_diff = 0;
+  for (int64_t hh = 0; hh < H; ++hh) {
+    std::vector<float> q_nope(T * NOPE);
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t i = 0; i < NOPE; ++i) q_nope[t * NOPE + i] = q[(t * H + hh) * DQK + i];
+    const std::vector<float> q_abs = matmul_f32(L.wk_b.slice(hh), q_nope, true);
+    std::vector<float> o_lat(T * KL), p(CELLS), col(CELLS), Q(R);
+    for (int64_t t = 0; t < T; ++t) {
+      for (int64_t i = 0; i < KL; ++i) Q[i] = q_abs[t * KL + i];
+      for (int64_t i = 0; i < ROPE; ++i) Q[KL + i] = q[(t * H + hh) * DQK + NOPE + i];
+      for (int64_t s = 0; s < CELLS; ++s)
+        p[s] = s <= t ? kernels::dot_f32_ggml(Q.data(), &kv[s * R], R) : -std::numeric_limits<float>::infinity();
+      kernels::softmax_simd(p, c.kq_scale);
+      for (int64_t s = 0; s < CELLS; ++s) p_diff = std::max(p_diff, std::abs(double(p[s]) - want_p[(hh * T + t) * CELLS + s]));
+      for (int64_t i = 0; i < KL; ++i) {
+        for (int64_t s = 0; s < CELLS; ++s) col[s] = s <= t ? kv[s * R + i] : 0.0f;
+        o_lat[t * KL + i] = kernels::dot_f32_tinyblas(p.data(), col.data(), CELLS);
+      }
+    }
+    const std::vector<float> o = matmul_f32(L.wv_b.slice(hh), o_lat);
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t i = 0; i < DV; ++i)
+        o_diff = std::max(o_diff, std::abs(double(o[t * DV + i]) - want_o[t * H * DV + hh * DV + i]));
+  }
+  CHECK(p_diff == 0);
+  CHECK(o_diff == 0);
+}
+
+TEST_CASE("dense situ FFN reproduces llama.cpp's layer-0 FFN output bit for bit") {
+  if (!have_reference()) {
+    MESSAGE("skipped: kimi-k3 reference not found");
+    return;
+  }
+  const Trace trace;
+  auto model = core::KimiK3Model::load((k3_dir() / "kimi-k3-f16.gguf").string(), {.widen_f16_to_f32 = true});
+  const core::KimiK3Layer& L = model->layer(0);
+  const std::vector<float> h = trace.get(0, "ffn_norm-0"), want = trace.get(0, "ffn_out-0");
+  std::vector<float> g = matmul_f32(L.ffn_gate.matrix(), h);
+  const std::vector<float> u = matmul_f32(L.ffn_up.matrix(), h);
+  kernels::situ(g, u, model->config().situ_beta, model->config().situ_lin_beta, g);
+  CHECK(max_abs_diff(matmul_f32(L.ffn_down.matrix(), g), want) == 0);
 }
 
 TEST_CASE("kimi-k3 session sizes its recurrent state and MLA cache at construction and reports them in bytes") {
