@@ -1,5 +1,7 @@
 #include "core/pretokenizer.h"
 
+#include <algorithm>
+
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
 
@@ -21,9 +23,10 @@ constexpr const char* kGpt2 =
 constexpr const char* kLlama3 =
     R"re((?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}\p{Cn}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)re";
 
-// Qwen2 goes through std::regex; category collapsing changes nothing for its classes.
+// llama.cpp's Qwen2 scanner (unicode_regex_split_custom_qwen2): the Llama 3 scanner with single
+// digits.
 constexpr const char* kQwen2 =
-    R"re((?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)re";
+    R"re((?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}\p{Cn}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)re";
 
 // llama.cpp's Kimi-K2 scanner (unicode_regex_split_custom_kimi_k2). (?:(?!HAN)\p{L}) is "a
 // letter outside llama.cpp's Han blocks".
@@ -34,12 +37,12 @@ constexpr const char* kKimiK2 =
     R"re((?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?|\p{N}{1,3}| ?[^\s\p{L}\p{N}\p{Cn}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)re";
 #undef SLUICE_KIMI_HAN
 
-// DeepSeek-V3: three std::regex passes. In the third, '~' is neither \p{P} nor \p{S} under
-// llama.cpp's category collapsing, so it may lead a letter run and never joins a symbol run.
+// DeepSeek-V3: three std::regex passes; category collapsing changes nothing for their classes
+// (llama.cpp's collapsed \p{S} lacked '~' until mid-2026; the reference build has the fix).
 constexpr const char* kDeepseekV3Numbers = R"re(\p{N}{1,3})re";
 constexpr const char* kDeepseekV3Cjk = R"re([\x{4E00}-\x{9FA5}\x{3040}-\x{309F}\x{30A0}-\x{30FF}]+)re";
 constexpr const char* kDeepseekV3Words =
-    R"re([!"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+|(?:[^\r\n\p{L}\p{P}\p{S}]|~)?[\p{L}\p{M}]+| ?(?:(?!~)[\p{P}\p{S}])+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)re";
+    R"re([!"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+|[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+| ?[\p{P}\p{S}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)re";
 
 // DeepSeek LLM: six std::regex passes; the letter class is the published one, spelled out.
 constexpr const char* kDeepseekLlmNewline = "[\\r\\n]";
@@ -72,7 +75,7 @@ const std::vector<PreSpec>& pre_specs() {
   static const std::vector<PreSpec> specs = {
       {{"gpt-2"}, {{kGpt2, Gaps::per_code_point}}, false, false, true},
       {{"llama-bpe", "llama3", "llama-v3"}, {{kLlama3, Gaps::per_code_point}}, true, true, true},
-      {{"qwen2", "deepseek-r1-qwen"}, {{kQwen2, Gaps::whole}}, false, false, false},
+      {{"qwen2", "deepseek-r1-qwen"}, {{kQwen2, Gaps::per_code_point}}, false, false, false},
       {{"deepseek-v3"},
        {{kDeepseekV3Numbers, Gaps::whole}, {kDeepseekV3Cjk, Gaps::whole}, {kDeepseekV3Words, Gaps::whole}},
        false, false, false},
@@ -87,6 +90,35 @@ const std::vector<PreSpec>& pre_specs() {
       {{"kimi-k2"}, {{kKimiK2, Gaps::per_code_point}}, false, false, false},
   };
   return specs;
+}
+
+// llama.cpp's whitespace: the Unicode White_Space property. PCRE2's \s also takes U+180E, which
+// stopped being a space in Unicode 6.3, so every \s and \S is rewritten to this exact set.
+constexpr std::string_view kWhitespace =
+    "\\t-\\r \\x{85}\\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}";
+
+std::string with_llama_whitespace(std::string_view pattern) {
+  std::string out;
+  bool in_class = false;
+  for (size_t i = 0; i < pattern.size(); ++i) {
+    const char c = pattern[i];
+    if (c == '\\' && i + 1 < pattern.size()) {
+      const char next = pattern[++i];
+      if (next == 's') {
+        out += in_class ? std::string(kWhitespace) : "[" + std::string(kWhitespace) + "]";
+      } else if (next == 'S' && !in_class) {
+        out += "[^" + std::string(kWhitespace) + "]";
+      } else {
+        out += c;
+        out += next;
+      }
+      continue;
+    }
+    if (c == '[') in_class = true;
+    if (c == ']') in_class = false;
+    out += c;
+  }
+  return out;
 }
 
 struct CodeDeleter {
@@ -110,10 +142,11 @@ PreTokenizer::Pass compile(const PassSpec& spec, std::string_view pre) {
   // defined on the surrogate bytes that llama-style decoding can let through; DOLLAR_ENDONLY
   // gives $ std::regex's meaning (end of subject only).
   const uint32_t options = PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF | PCRE2_DOLLAR_ENDONLY;
+  const std::string pattern = with_llama_whitespace(spec.pattern);
   int error = 0;
   PCRE2_SIZE error_offset = 0;
-  pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(spec.pattern), PCRE2_ZERO_TERMINATED,
-                                   options, &error, &error_offset, nullptr);
+  pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(), options, &error,
+                                   &error_offset, nullptr);
   if (code == nullptr) {
     PCRE2_UCHAR message[256];
     pcre2_get_error_message(error, message, sizeof(message));

@@ -6,18 +6,18 @@
 // produced, so no word ever spans a cut made earlier. Within a piece, every match is a word and
 // so is every run of text between matches (a "gap"). Words concatenated give back the text.
 //
-// llama.cpp does not actually run every regex as written. Some (gpt-2, llama-bpe, kimi-k2) are
-// executed by hand-written scanners, and the rest by std::regex over a text in which each
-// non-ASCII code point is collapsed to one byte standing for its Unicode category. Both depart
-// from the regex as written in small ways; sluice runs PCRE2 (UTF + UCP) with patterns adjusted so
-// the words come out as llama.cpp's do:
-//   - hand-written scanners: an unassigned code point (category Cn) never joins a
-//     [^\s\p{L}\p{N}] run, and unmatched text becomes one word per code point;
+// llama.cpp does not actually run every regex as written. Some (gpt-2, llama-bpe, qwen2, kimi-k2)
+// are executed by hand-written scanners, and the rest (deepseek-v3, deepseek-llm) by std::regex
+// over a text in which each non-ASCII code point is collapsed to one byte standing for its Unicode
+// category. The scanners depart from their regex in small ways; sluice runs PCRE2 (UTF + UCP) with
+// patterns adjusted so the words come out as llama.cpp's do:
+//   - scanners: an unassigned code point (category Cn) never joins a [^\s\p{L}\p{N}] run, and
+//     unmatched text becomes one word per code point (std::regex keeps a gap as one word);
 //   - kimi-k2's scanner implements neither the upper/lower-case split of the published regex nor
 //     \p{M}: a word is a plain run of non-Han letters. Han is llama.cpp's fixed list of CJK blocks
-//     (unicode_cpt_is_han), not the Unicode script property;
-//   - category collapsing maps ASCII '~' to neither \p{P} nor \p{S} (llama.cpp's ASCII symbol list
-//     omits it), which deepseek-v3's third regex can see.
+//     (unicode_cpt_is_han), not the Unicode script property.
+// The reference is llama.cpp v0.5.0 (2026-09): Qwen2 has had its scanner since early 2026, and
+// the collapsed \p{S} includes '~' since 2026-08 (ggml-org/llama.cpp#26972).
 //
 // Malformed UTF-8 is decoded as llama.cpp decodes it (see unicode_utf8.h) and comes out of
 // split() as U+FFFD, because llama.cpp rebuilds the words from code points.

@@ -13,6 +13,19 @@
 // read_sync() is the simple blocking form for set-up work (parsing the GGUF header); it throws
 // Error(io_error) naming the file, offset and length. It must not be mixed with async requests
 // of the same reader from another thread.
+//
+// Zero-copy placement (for the cache): a reader that moves bytes with O_DIRECT reports its
+// block alignment A through alignment(). It reads the block-aligned interior of an extent
+// straight into the destination when (uintptr_t(dst) - offset) % A == 0, and only the partial
+// head and tail blocks through its own staging area; any other destination still gets exactly
+// the right bytes, just through the staging area (one extra memcpy). placement_pad() gives the
+// pad to put before a destination inside a slot so that it lands aligned.
+//
+// register_buffer() offers a long-lived region (the cache's arena) for the reader to register
+// with the kernel (io_uring fixed buffers). It returns false when this reader cannot or the
+// kernel refuses (RLIMIT_MEMLOCK, file-backed memory, no io_uring): reads into the region stay
+// correct either way, they just do not use the fixed-buffer fast path. Call it while nothing is
+// in flight; the region must outlive the reader or a later register_buffer({}).
 #pragma once
 
 #include <cstddef>
@@ -53,7 +66,23 @@ class Reader {
 
   // Blocking read of exactly dst.size() bytes at offset; throws Error(io_error).
   virtual void read_sync(uint64_t offset, std::span<std::byte> dst) = 0;
+
+  // 1 when any destination is as good as any other; see "Zero-copy placement" above.
+  virtual uint32_t alignment() const { return 1; }
+  // Offers `region` for registration (replacing an earlier one; empty: unregister).
+  virtual bool register_buffer(std::span<std::byte> region) {
+    (void)region;
+    return false;
+  }
 };
+
+// Bytes to skip from `slot_start` so that a read of file `offset` landing there is zero-copy for
+// a reader of the given alignment (a power of two): (slot_start + pad - offset) % alignment == 0.
+inline uint64_t placement_pad(const std::byte* slot_start, uint64_t offset, uint32_t alignment) {
+  if (alignment <= 1) return 0;
+  uint64_t mask = alignment - 1;
+  return (offset - reinterpret_cast<uintptr_t>(slot_start)) & mask;
+}
 
 // "pread(...) failed at offset 4096 (+512 bytes) of 'x.gguf': Input/output error"
 std::string describe_read_failure(const std::string& path, uint64_t offset, uint64_t length,

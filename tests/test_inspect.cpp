@@ -93,7 +93,7 @@ TEST_CASE("quantized shard sizes follow the tensor types recorded by llama.cpp")
   }
 }
 
-TEST_CASE("kimi-k3 latent projections and routers are resident; only expert tensors are routed") {
+TEST_CASE("kimi-k3 latent projections and routers are resident and only expert tensors are routed") {
   auto j = inspect_json(reference_dir() / "kimi-k3/kimi-k3-q8_0.gguf", "--tensors");
   for (const auto& t : j["tensors"]) {
     std::string name = t["name"];

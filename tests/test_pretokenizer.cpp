@@ -35,6 +35,14 @@ TEST_CASE("gpt-2 keeps llama.cpp's scanner quirk: unassigned code points stand a
   CHECK(split("gpt-2", "a\xCD\xB8\xCD\xB9" "b") == Words{"a", "\xCD\xB8", "\xCD\xB9", "b"});
 }
 
+TEST_CASE("whitespace is llama.cpp's set: NEL is a space, U+180E is not") {
+  // "a<NEL><NEL>b": \s+(?!\S) leaves the last NEL to the next match, which is \s+ alone.
+  CHECK(split("gpt-2", "a\xC2\x85\xC2\x85" "b") == Words{"a", "\xC2\x85", "\xC2\x85", "b"});
+  // U+180E is a format character: it joins a symbol run.
+  CHECK(split("gpt-2", "!\xE1\xA0\x8E!") == Words{"!\xE1\xA0\x8E!"});
+  CHECK(split("qwen2", "x\xE1\xA0\x8E") == Words{"x", "\xE1\xA0\x8E"});
+}
+
 TEST_CASE("malformed UTF-8 comes out of the pre-tokenizer as U+FFFD, as in llama.cpp") {
   // A stray continuation byte and a truncated 3-byte sequence each become one U+FFFD.
   CHECK(split("gpt-2", "a\x80") == Words{"a", "\xEF\xBF\xBD"});
@@ -54,12 +62,11 @@ TEST_CASE("llama-bpe groups digits by three, folds case in contractions and keep
   CHECK(split("llama3", "ab12") == split("llama-bpe", "ab12"));
 }
 
-TEST_CASE("qwen2 splits single digits and keeps unassigned code points in symbol runs") {
+TEST_CASE("qwen2 splits single digits and keeps unassigned code points apart like llama.cpp's scanner") {
   CHECK(split("qwen2", "1234") == Words{"1", "2", "3", "4"});
   CHECK(split("qwen2", "Hello, world") == Words{"Hello", ",", " world"});
   CHECK(split("qwen2", "a~~b") == Words{"a", "~~", "b"});
-  // llama.cpp runs qwen2 through std::regex, where U+0378 is just "other".
-  CHECK(split("qwen2", "!\xCD\xB8!") == Words{"!\xCD\xB8!"});
+  CHECK(split("qwen2", "!\xCD\xB8!") == Words{"!", "\xCD\xB8", "!"});
 }
 
 TEST_CASE("kimi-k2 splits Han runs from other letters without splitting on case") {
@@ -91,11 +98,12 @@ TEST_CASE("deepseek-v3 cuts numbers, then CJK, then words and symbols") {
   CHECK(split("deepseek-v3", "e\xCC\x81x") == Words{"e\xCC\x81x"});
 }
 
-TEST_CASE("deepseek-v3 treats '~' as llama.cpp's category collapsing does") {
-  // '~' is neither \p{P} nor \p{S} there: it may lead a letter run, never joins a symbol run,
-  // and a run of it is left over as one word.
-  CHECK(split("deepseek-v3", "~\xC3\xA9") == Words{"~\xC3\xA9"});  // ~é
-  CHECK(split("deepseek-v3", "x ~~~") == Words{"x", " ", "~~~"});
+TEST_CASE("deepseek-v3 treats '~' as a symbol, as llama.cpp does since #26972") {
+  // A symbol cannot lead a letter run; " ~~~" is one symbol run with its space.
+  CHECK(split("deepseek-v3", "~\xC3\xA9") == Words{"~", "\xC3\xA9"});  // ~é
+  CHECK(split("deepseek-v3", "x ~~~") == Words{"x", " ~~~"});
+  // Text no alternative matches (a lone zero-width joiner) stays one word per gap.
+  CHECK(split("deepseek-v3", "a \xE2\x80\x8D\xE2\x80\x8D") == Words{"a", " ", "\xE2\x80\x8D\xE2\x80\x8D"});
 }
 
 TEST_CASE("deepseek-llm cuts newlines first and keeps a space in front of words") {

@@ -43,11 +43,11 @@ void write_file(const std::filesystem::path& path, const std::vector<uint8_t>& b
   if (!out) throw std::runtime_error("cannot write " + path.string());
 }
 
-CommandResult run_sluice(const std::string& args) {
+CommandResult run_sluice(const std::string& args, const std::string& env) {
   auto dir = temp_dir("cmd");
   std::string out_path = (dir / "out").string();
   std::string err_path = (dir / "err").string();
-  std::string cmd = std::string("'") + SLUICE_BINARY + "' " + args + " >'" + out_path + "' 2>'" + err_path + "' </dev/null";
+  std::string cmd = (env.empty() ? std::string() : "env " + env + " ") + "'" + SLUICE_BINARY + "' " + args + " >'" + out_path + "' 2>'" + err_path + "' </dev/null";
   int status = std::system(cmd.c_str());
   CommandResult r;
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);

@@ -25,6 +25,7 @@ struct CommandResult {
   std::string err;  // stderr
 };
 // Runs the built `sluice` binary with the given argument string (shell-quoted by the caller).
-CommandResult run_sluice(const std::string& args);
+// `env` is an optional prefix of VAR=value assignments for the command.
+CommandResult run_sluice(const std::string& args, const std::string& env = "");
 
 }  // namespace sluice::test

@@ -19,7 +19,10 @@ struct Command {
 
 // Keep sorted by name; one line per subcommand.
 const Command kCommands[] = {
+    {"index", sluice::tools::cmd_index, "digest every shard extent (XXH3-64) into a sidecar manifest"},
+    {"bench-io", sluice::tools::cmd_bench_io, "random-read bandwidth of a file per queue depth (O_DIRECT io_uring)"},
     {"inspect", sluice::tools::cmd_inspect, "print a GGUF model's structure, sizes and IO ceilings"},
+    {"tune", sluice::tools::cmd_tune, "replay a routing trace through cache policies and budgets"},
 };
 
 void print_usage(FILE* out) {

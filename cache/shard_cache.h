@@ -1,0 +1,198 @@
+// ShardCache: the budgeted expert cache the forward pass reads experts through.
+//
+// Memory: one Arena sized by plan_cache(layout, budget) (arena.h), carved into fixed slots per
+// size class. Nothing else is allocated per shard or per token; the shard table is a dense
+// array over all n_layer * n_expert shards.
+//
+// Life of a shard: free slot -> reserved (before any read is issued: reserve-before-read) ->
+// reading (its extents submitted through the io::Reader) -> ready, or failed. A ready slot with
+// no pins is an eviction candidate; the EvictionPolicy picks among candidates of the needed
+// size class. Pinned or reading slots are never evicted. When no slot can be had, acquire throws
+// Error(budget) rather than allocate: the arena is the ceiling.
+//
+// How the forward pass uses it, per MoE layer (router picked `experts`):
+//
+//   cache.begin_token();                                   // once per decode step
+//   std::vector<ShardCache::Pin> pins = cache.acquire_all(keys);  // hits pinned, misses issued
+//   for (size_t n = 0; n < pins.size(); ++n) {
+//     size_t i = cache.wait_any(pins);       // a landed shard, in completion order
+//     run_expert(pins[i].tensor(0), pins[i].tensor(1), pins[i].tensor(2));  // gate, up, down
+//     pins[i].release();                     // now evictable
+//   }
+//
+// acquire_all pins every resident shard of the step before loading any missing one, so one
+// expert's miss never evicts another expert of the same step. Pins are RAII: dropping one
+// releases it. wait/wait_any throw Error(io_error) naming the tensor, expert, file offset and
+// errno for a failed read, Error(corrupt_data) when a checksum does not match; the failed shard
+// leaves the table when its last pin goes, so a later acquire retries the read.
+//
+// IO: the cache owns the reader's asynchronous side (it alone submits and reaps; read_sync from
+// set-up code is fine). Completions are reaped by whichever thread waits: one thread at a time
+// reaps while the others sleep on a condition variable. Checksums are verified on landing by
+// the reaping thread, outside the lock.
+//
+// Prefetch: prefetch(key) starts a speculative load if the shard is absent, a slot is free or
+// evictable, and fewer than max_speculative_in_flight speculative loads are pending. It never
+// throws for lack of room and never pins; the policy sees on_insert only (no access), so
+// hit/miss statistics count demand accesses. A later acquire of it is a hit.
+//
+// Thread safety: all methods may be called from any thread; Pin objects may move between
+// threads. One mutex guards the table; reads are submitted under it.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "cache/arena.h"
+#include "cache/eviction_policy.h"
+#include "cache/shard_layout.h"
+#include "common/error.h"
+#include "io/reader.h"
+
+namespace sluice::cache {
+
+struct ShardCacheOptions {
+  uint64_t budget_bytes = 0;  // the expert cache's share of --budget; the arena never exceeds it
+  std::string policy = "lru";
+  PolicyOptions policy_options;
+  // Optional XXH3-64 per shard (shard_index order; 0 = unknown, skip). Empty: no verification.
+  std::vector<uint64_t> checksums;
+  // Optional hook run on every landed shard after the checksum; throw sluice::Error to reject.
+  std::function<void(ShardKey, std::span<const std::byte>)> verify;
+  uint32_t max_speculative_in_flight = 8;
+};
+
+struct CacheCounters {
+  uint64_t hits = 0;
+  uint64_t misses = 0;
+  uint64_t bytes_read = 0;
+  uint64_t evictions = 0;
+  uint64_t reads_landed = 0;   // shards whose reads completed
+  uint64_t read_ns = 0;        // sum over landed shards of issue -> land time
+  uint64_t read_ns_max = 0;
+  uint64_t io_wait_ns = 0;     // time callers spent blocked in wait / wait_any
+  uint64_t prefetches = 0;
+  void add(const CacheCounters& o);
+  double hit_rate() const { return hits + misses ? static_cast<double>(hits) / (hits + misses) : 0.0; }
+};
+
+struct CacheStats {
+  std::vector<CacheCounters> layers;
+  CacheCounters total;
+  uint64_t tokens = 0;
+  uint64_t arena_bytes = 0;
+  uint64_t resident_shards = 0;
+  uint64_t resident_bytes = 0;  // exact: sum of slot_bytes of occupied slots
+  uint64_t pinned_shards = 0;
+};
+
+class ShardCache {
+ public:
+  class Pin {
+   public:
+    Pin() = default;
+    Pin(Pin&& other) noexcept { *this = std::move(other); }
+    Pin& operator=(Pin&& other) noexcept;
+    Pin(const Pin&) = delete;
+    Pin& operator=(const Pin&) = delete;
+    ~Pin() { release(); }
+
+    explicit operator bool() const { return cache_ != nullptr; }
+    ShardKey key() const { return key_; }
+    // The slot and one tensor's slice in it; the bytes are valid once wait() returned for it.
+    std::span<const std::byte> bytes() const;
+    std::span<const std::byte> tensor(size_t index) const;
+    void release();
+
+   private:
+    friend class ShardCache;
+    Pin(ShardCache* cache, uint32_t slot, ShardKey key) : cache_(cache), slot_(slot), key_(key) {}
+    ShardCache* cache_ = nullptr;
+    uint32_t slot_ = 0;
+    ShardKey key_;
+  };
+
+  // Plans and maps the arena (Error(budget) when the budget is below the working set), and
+  // validates the layout against reader.file_size().
+  ShardCache(ShardLayout layout, io::Reader& reader, ShardCacheOptions options);
+  // Waits for reads still landing in the arena; outstanding Pins must be gone.
+  ~ShardCache();
+  ShardCache(const ShardCache&) = delete;
+  ShardCache& operator=(const ShardCache&) = delete;
+
+  void begin_token();
+  Pin acquire(ShardKey key);
+  std::vector<Pin> acquire_all(std::span<const ShardKey> keys);
+  bool prefetch(ShardKey key);
+
+  void wait(const Pin& pin);
+  // Index of a landed pin among the non-empty ones (earliest landed first). Throws
+  // Error(invalid_argument) when every pin is empty.
+  size_t wait_any(std::span<const Pin> pins);
+
+  bool is_resident(ShardKey key) const;  // landed or being read
+  CacheStats stats() const;
+  const CachePlan& plan() const { return plan_; }
+  const ShardLayout& layout() const { return layout_; }
+  std::string_view policy_name() const { return policy_->name(); }
+
+ private:
+  enum class State : uint8_t { free, reading, ready, failed };
+  struct Slot {
+    State state = State::free;
+    bool speculative = false;
+    bool in_table = false;     // slot_of_ points here (a failed slot is detached on retry)
+    ShardKey key;
+    uint32_t size_class = 0;
+    uint32_t pins = 0;
+    uint32_t pending = 0;      // extents not yet completed
+    uint64_t landed_seq = 0;
+    std::chrono::steady_clock::time_point issued;
+    ErrorCode error_code = ErrorCode::io_error;
+    std::string error;
+    std::byte* data = nullptr;
+  };
+
+  void check_key(ShardKey key) const;
+  // Returns a slot for `key` (free, or evicted by policy) or -1 when speculative and none.
+  int64_t reserve_locked(std::unique_lock<std::mutex>& lock, ShardKey key, bool speculative);
+  void issue_locked(uint32_t slot);
+  void drive_io_locked(std::unique_lock<std::mutex>& lock);
+  void finish_landed_locked(uint32_t slot, uint64_t seq);
+  void free_slot_locked(uint32_t slot);
+  void release(uint32_t slot);
+  [[noreturn]] void throw_failed(const Slot& s) const;
+
+  ShardLayout layout_;
+  io::Reader& reader_;
+  ShardCacheOptions options_;
+  CachePlan plan_;
+  std::unique_ptr<Arena> arena_;
+  std::unique_ptr<EvictionPolicy> policy_;
+  std::vector<std::vector<ShardExtent>> extents_of_layer_;  // expert 0's extents; offsets shift by stride
+
+  mutable std::mutex mutex_;
+  std::condition_variable landed_;
+  bool reaping_ = false;
+  std::vector<Slot> slots_;
+  std::vector<std::vector<uint32_t>> class_slots_;
+  std::vector<std::vector<uint32_t>> free_slots_;
+  std::vector<int64_t> slot_of_;  // per shard_index; -1 when absent
+  uint64_t landed_counter_ = 0;
+  uint32_t speculative_in_flight_ = 0;
+  uint64_t tokens_ = 0;
+  std::vector<CacheCounters> counters_;
+  std::vector<ShardKey> candidates_;
+  std::vector<uint32_t> candidate_slots_;
+  std::vector<io::ReadRequest> requests_;
+  std::vector<uint32_t> landed_scratch_;
+};
+
+}  // namespace sluice::cache

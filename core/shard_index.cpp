@@ -1,0 +1,205 @@
+#include "core/shard_index.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <xxhash.h>
+
+#include "common/error.h"
+#include "core/model_summary.h"
+
+namespace sluice::core {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr const char* kFormat = "sluice-index-1";
+constexpr uint64_t kReadChunk = 16ull << 20;  // bytes per read while indexing
+
+std::string hex64(uint64_t v) {
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
+uint64_t parse_hex64(const std::string& s) {
+  if (s.size() != 16) throw Error(ErrorCode::invalid_file, "bad digest '" + s + "' in shard index");
+  return std::stoull(s, nullptr, 16);
+}
+
+}  // namespace
+
+uint64_t xxh3_64(std::span<const std::byte> bytes) { return XXH3_64bits(bytes.data(), bytes.size()); }
+
+ModelFingerprint ShardIndex::fingerprint(const fs::path& model_path, const GgufFile& file, io::Reader& reader) {
+  struct stat st {};
+  if (::stat(model_path.c_str(), &st) != 0) {
+    throw Error(ErrorCode::io_error, "cannot stat '" + model_path.string() + "'");
+  }
+  ModelFingerprint fp;
+  fp.file_size = static_cast<uint64_t>(st.st_size);
+  fp.mtime_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000LL + st.st_mtim.tv_nsec;
+  uint64_t header_bytes = std::min(file.data_offset(), reader.file_size());
+  std::vector<std::byte> header(static_cast<size_t>(header_bytes));
+  reader.read_sync(0, header);
+  fp.header_digest = xxh3_64(header);
+  return fp;
+}
+
+ShardIndex ShardIndex::build(const GgufFile& file, io::Reader& reader, const Progress& progress) {
+  ShardIndex index;
+  uint64_t total = 0;
+  for (const GgufTensorInfo& t : file.tensors()) total += t.n_bytes;
+
+  std::vector<std::byte> buffer;
+  uint64_t done = 0;
+  for (const GgufTensorInfo& t : file.tensors()) {
+    IndexedTensor it;
+    it.name = t.name;
+    it.file_offset = t.file_offset;
+    it.bytes = t.n_bytes;
+    if (classify_tensor(t.name) == TensorClass::routed_experts && t.n_dims >= 3) {
+      it.n_parts = static_cast<uint32_t>(t.ne[2]);
+    }
+    const uint64_t part = it.part_bytes();
+    for (uint32_t p = 0; p < it.n_parts; ++p) {
+      // Stream the extent through a bounded buffer.
+      XXH3_state_t* state = XXH3_createState();
+      XXH3_64bits_reset(state);
+      uint64_t off = 0;
+      while (off < part) {
+        uint64_t n = std::min(kReadChunk, part - off);
+        buffer.resize(static_cast<size_t>(n));
+        reader.read_sync(it.file_offset + p * part + off, buffer);
+        XXH3_64bits_update(state, buffer.data(), buffer.size());
+        off += n;
+        done += n;
+        if (progress) progress(done, total);
+      }
+      it.digests.push_back(XXH3_64bits_digest(state));
+      XXH3_freeState(state);
+    }
+    index.by_name_.emplace(it.name, index.tensors_.size());
+    index.tensors_.push_back(std::move(it));
+  }
+  index.model_ = fingerprint(reader.path(), file, reader);
+  return index;
+}
+
+fs::path ShardIndex::sidecar_path(const fs::path& model_path) {
+  return fs::path(model_path.string() + ".sluice-index");
+}
+
+fs::path ShardIndex::cache_path(const fs::path& model_path) {
+  const char* xdg = std::getenv("XDG_CACHE_HOME");
+  const char* home = std::getenv("HOME");
+  fs::path base = xdg && *xdg ? fs::path(xdg) : fs::path(home && *home ? home : "/tmp") / ".cache";
+  std::error_code ec;
+  fs::path absolute = fs::absolute(model_path, ec);
+  std::string key = absolute.string();
+  uint64_t h = XXH3_64bits(key.data(), key.size());
+  return base / "sluice" / (model_path.filename().string() + "." + hex64(h) + ".sluice-index");
+}
+
+fs::path ShardIndex::save(const fs::path& model_path) const {
+  nlohmann::json j;
+  j["format"] = kFormat;
+  j["file_size"] = model_.file_size;
+  j["mtime_ns"] = model_.mtime_ns;
+  j["header_digest"] = hex64(model_.header_digest);
+  nlohmann::json tensors = nlohmann::json::array();
+  for (const IndexedTensor& t : tensors_) {
+    nlohmann::json d = nlohmann::json::array();
+    for (uint64_t v : t.digests) d.push_back(hex64(v));
+    tensors.push_back({{"name", t.name}, {"file_offset", t.file_offset}, {"bytes", t.bytes},
+                       {"parts", t.n_parts}, {"xxh3", d}});
+  }
+  j["tensors"] = tensors;
+  const std::string text = j.dump();
+  for (const fs::path& target : {sidecar_path(model_path), cache_path(model_path)}) {
+    std::error_code ec;
+    fs::create_directories(target.parent_path(), ec);
+    fs::path tmp = target.string() + ".tmp";
+    {
+      std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+      if (!out) continue;
+      out << text;
+      if (!out.flush()) continue;
+    }
+    fs::rename(tmp, target, ec);
+    if (!ec) return target;
+    fs::remove(tmp, ec);
+  }
+  throw Error(ErrorCode::io_error, "cannot write the shard index next to '" + model_path.string() + "' or in " +
+                                       cache_path(model_path).parent_path().string());
+}
+
+std::optional<ShardIndex> ShardIndex::load(const fs::path& model_path, const GgufFile& file, io::Reader& reader) {
+  ModelFingerprint current = fingerprint(model_path, file, reader);
+  for (const fs::path& candidate : {sidecar_path(model_path), cache_path(model_path)}) {
+    std::error_code ec;
+    if (!fs::is_regular_file(candidate, ec)) continue;
+    std::ifstream in(candidate, std::ios::binary);
+    if (!in) continue;
+    nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+    if (j.is_discarded() || !j.is_object() || j.value("format", "") != kFormat) continue;
+    try {
+      ShardIndex index;
+      index.model_.file_size = j.at("file_size").get<uint64_t>();
+      index.model_.mtime_ns = j.at("mtime_ns").get<int64_t>();
+      index.model_.header_digest = parse_hex64(j.at("header_digest").get<std::string>());
+      if (!(index.model_ == current)) continue;  // stale: the model changed since indexing
+      for (const auto& t : j.at("tensors")) {
+        IndexedTensor it;
+        it.name = t.at("name").get<std::string>();
+        it.file_offset = t.at("file_offset").get<uint64_t>();
+        it.bytes = t.at("bytes").get<uint64_t>();
+        it.n_parts = t.at("parts").get<uint32_t>();
+        for (const auto& d : t.at("xxh3")) it.digests.push_back(parse_hex64(d.get<std::string>()));
+        const GgufTensorInfo* info = file.find_tensor(it.name);
+        if (!info || info->file_offset != it.file_offset || info->n_bytes != it.bytes || it.n_parts == 0 ||
+            it.digests.size() != it.n_parts) {
+          throw Error(ErrorCode::invalid_file, "shard index entry for '" + it.name + "' does not match the model");
+        }
+        index.by_name_.emplace(it.name, index.tensors_.size());
+        index.tensors_.push_back(std::move(it));
+      }
+      if (index.tensors_.size() != file.tensors().size()) continue;
+      return index;
+    } catch (const nlohmann::json::exception&) {
+      continue;
+    } catch (const Error&) {
+      continue;
+    }
+  }
+  return std::nullopt;
+}
+
+const IndexedTensor* ShardIndex::find(std::string_view tensor_name) const {
+  auto it = by_name_.find(std::string(tensor_name));
+  return it == by_name_.end() ? nullptr : &tensors_[it->second];
+}
+
+uint64_t ShardIndex::digest(std::string_view tensor_name, uint32_t part) const {
+  const IndexedTensor* t = find(tensor_name);
+  if (!t || part >= t->n_parts) {
+    throw Error(ErrorCode::internal, "no digest for '" + std::string(tensor_name) + "' part " + std::to_string(part));
+  }
+  return t->digests[part];
+}
+
+bool ShardIndex::verify(std::string_view tensor_name, uint32_t part, std::span<const std::byte> bytes) const {
+  return xxh3_64(bytes) == digest(tensor_name, part);
+}
+
+uint64_t ShardIndex::extent_count() const {
+  uint64_t n = 0;
+  for (const auto& t : tensors_) n += t.n_parts;
+  return n;
+}
+
+}  // namespace sluice::core

@@ -1,0 +1,118 @@
+// FaultInjectingReader: wraps any Reader and injects the faults a real disk and kernel produce,
+// from a seed, so the layers above can be tested against them (LevelDB's FaultInjectionEnv idea).
+//
+// Which faults the caller sees
+// ----------------------------
+// Transient (handled inside the wrapper exactly as a real Reader must handle them; the caller
+// gets the full length and the right bytes, only later or in another order):
+//   * short reads     an inner read is issued for a prefix of the extent; the wrapper reads the
+//                     rest itself with further inner reads;
+//   * -EAGAIN         an inner read that succeeded is reported as -EAGAIN; the wrapper reissues
+//                     it (at most 8 times per extent, then it stops injecting);
+//   * delays          a finished completion is held back for 1..4 reap() calls (or until the
+//                     caller would otherwise block), so completions arrive reordered.
+// Reaching the caller (the cache decides what to do):
+//   * transient -EIO  the first read of an extent (offset, length) fails with -EIO; any later
+//                     read of the same extent succeeds (tests the caller's retry);
+//   * persistent -EIO every read of the chosen extents fails with -EIO (fail_offsets, or a
+//                     seeded fraction persistent_eio_rate of extents);
+//   * bit flips       a successful completion whose landed bytes have one bit flipped (found
+//                     only by checksums, which are the cache's job).
+// Errors of the inner reader pass through unchanged. read_sync() goes through the same faults
+// and throws Error(io_error) naming the offset for the ones that reach the caller.
+//
+// counts() says how many of each fault were injected. Thread safety: calls serialize on one
+// internal mutex (like UringReader); the inner reader is only used from inside that mutex.
+#pragma once
+
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <string>
+#include <unordered_set>
+#include <vector>
+
+#include "io/reader.h"
+
+namespace sluice::io {
+
+struct FaultOptions {
+  uint64_t seed = 1;
+  double short_read_rate = 0;      // per inner read
+  double eagain_rate = 0;          // per inner read
+  double delay_rate = 0;           // per completion
+  double transient_eio_rate = 0;   // per extent, first read only
+  double persistent_eio_rate = 0;  // per extent, every read
+  double bit_flip_rate = 0;        // per successful completion
+  std::vector<uint64_t> fail_offsets;  // extents starting here always fail with -EIO
+};
+
+struct FaultCounts {
+  uint64_t short_reads = 0;
+  uint64_t eagains = 0;
+  uint64_t delays = 0;
+  uint64_t transient_eios = 0;
+  uint64_t persistent_eios = 0;
+  uint64_t bit_flips = 0;
+};
+
+class FaultInjectingReader final : public Reader {
+ public:
+  FaultInjectingReader(std::unique_ptr<Reader> inner, FaultOptions options);
+  ~FaultInjectingReader() override;
+
+  std::string_view backend() const override { return backend_; }
+  const std::string& path() const override { return inner_->path(); }
+  uint64_t file_size() const override { return inner_->file_size(); }
+
+  void submit(std::span<const ReadRequest> requests) override;
+  size_t reap(std::span<Completion> out, size_t min_complete) override;
+  size_t in_flight() const override;
+  void read_sync(uint64_t offset, std::span<std::byte> dst) override;
+
+  uint32_t alignment() const override { return inner_->alignment(); }
+  bool register_buffer(std::span<std::byte> region) override;
+
+  FaultCounts counts() const;
+  Reader& inner() { return *inner_; }
+
+ private:
+  struct Slot {
+    ReadRequest original;
+    uint64_t done = 0;         // bytes landed so far
+    uint64_t piece = 0;        // length of the inner read in flight
+    unsigned eagains = 0;
+    bool sync = false;
+    bool finished = false;     // sync only: result is ready
+    int64_t result = 0;
+  };
+  struct Held {
+    Completion completion;
+    unsigned reaps_left = 0;
+  };
+
+  uint32_t alloc_slot_locked(const ReadRequest& r, bool sync);
+  ReadRequest next_piece_locked(uint32_t slot);
+  void handle_inner_locked(const Completion& c);
+  void finish_locked(uint32_t slot, int64_t result);
+  void pump_inner_locked(size_t min_complete);
+  double roll() { return std::uniform_real_distribution<double>(0.0, 1.0)(rng_); }
+  bool persistent_failure(const ReadRequest& r) const;
+
+  std::unique_ptr<Reader> inner_;
+  FaultOptions options_;
+  std::string backend_;
+  mutable std::mutex mutex_;
+  std::mt19937_64 rng_;
+  std::vector<Slot> slots_;
+  std::vector<uint32_t> free_slots_;
+  std::vector<ReadRequest> batch_;   // inner requests gathered for one inner submit
+  std::deque<Completion> ready_;
+  std::deque<Held> held_;
+  std::unordered_set<uint64_t> seen_extents_;  // transient EIO is decided on first sight only
+  size_t outstanding_ = 0;           // async requests submitted and not reaped
+  FaultCounts counts_;
+};
+
+}  // namespace sluice::io

@@ -1,0 +1,208 @@
+// Each eviction policy on small hand-made traces whose hit counts are worked out by hand.
+#include <doctest/doctest.h>
+
+#include <string>
+#include <vector>
+
+#include "cache/cache_simulator.h"
+#include "cache/eviction_policy.h"
+#include "cache/trace.h"
+#include "common/error.h"
+
+using namespace sluice::cache;
+using sluice::Error;
+using sluice::ErrorCode;
+
+namespace {
+
+// One sequence; `steps[t][l]` lists the experts of token t at layer l.
+Trace make_trace(uint32_t n_layer, uint32_t n_expert, uint32_t topk,
+                 const std::vector<std::vector<std::vector<uint32_t>>>& steps) {
+  Trace t;
+  t.header.model = "hand";
+  t.header.n_layer = n_layer;
+  t.header.n_expert = n_expert;
+  t.header.topk = topk;
+  t.sequences.emplace_back();
+  for (const auto& tok : steps) {
+    REQUIRE(tok.size() == n_layer);
+    for (const auto& layer : tok) {
+      REQUIRE(layer.size() == topk);
+      for (uint32_t e : layer) t.sequences.back().experts.push_back(e);
+    }
+    ++t.sequences.back().n_token;
+  }
+  return t;
+}
+
+// Single layer, top-1: a plain reference string of experts.
+Trace single_layer(uint32_t n_expert, const std::vector<uint32_t>& refs) {
+  std::vector<std::vector<std::vector<uint32_t>>> steps;
+  for (uint32_t e : refs) steps.push_back({{e}});
+  return make_trace(1, n_expert, 1, steps);
+}
+
+uint64_t hits(const Trace& t, EvictionPolicy& p, uint64_t capacity) {
+  return simulate_sequence(t, 0, p, capacity).hits;
+}
+
+uint64_t belady_hits(const Trace& t, uint64_t capacity) {
+  auto future = access_sequence(t, 0);
+  auto p = make_policy("belady", {.future = future});
+  return hits(t, *p, capacity);
+}
+
+}  // namespace
+
+TEST_CASE("lru evicts the least recently used shard") {
+  // cap 2: 0m 1m 0h 2m(evicts 1) 0h 1m(evicts 2) -> 2 hits
+  auto t = single_layer(3, {0, 1, 0, 2, 0, 1});
+  auto p = make_lru_policy();
+  CHECK(hits(t, *p, 2) == 2);
+  // A cycle one longer than the cache: LRU never hits.
+  auto cyc = single_layer(3, {0, 1, 2, 0, 1, 2, 0, 1, 2});
+  CHECK(hits(cyc, *p, 2) == 0);
+}
+
+TEST_CASE("belady evicts the shard used farthest in the future") {
+  // 0m 1m 2m(evict 1: 0 comes back sooner) 0h 1m(evict 0: never again) 2h -> 2 hits
+  CHECK(belady_hits(single_layer(3, {0, 1, 2, 0, 1, 2}), 2) == 2);
+  // Never-used-again shards go first: 0m 1m 2m(evict 1) 0h 0h -> 2 hits
+  CHECK(belady_hits(single_layer(3, {0, 1, 2, 0, 0}), 2) == 2);
+}
+
+TEST_CASE("belady refuses an access sequence that differs from its future") {
+  auto t = single_layer(3, {0, 1, 2});
+  std::vector<ShardKey> wrong = {{0, 0}, {0, 2}, {0, 1}};
+  auto p = make_policy("belady", {.future = wrong});
+  try {
+    simulate_sequence(t, 0, *p, 2);
+    FAIL("accepted");
+  } catch (const Error& e) {
+    CHECK(e.code() == ErrorCode::internal);
+    CHECK(std::string(e.what()).find("future sequence says layer 0 expert 2") != std::string::npos);
+  }
+}
+
+TEST_CASE("belady needs a future and names the simulator") {
+  try {
+    make_policy("belady", {});
+    FAIL("accepted");
+  } catch (const Error& e) {
+    CHECK(e.code() == ErrorCode::invalid_argument);
+    CHECK(std::string(e.what()).find("simulator only") != std::string::npos);
+  }
+}
+
+TEST_CASE("lfu keeps the frequently used shard that lru would drop") {
+  // cap 2, trace 0 0 0 1 2 1 2:
+  //   LRU: 0m 0h 0h 1m 2m(evict 0) 1h 2h -> 4 hits
+  //   LFU: 0 has count 3; 1m 2m(evict 1) 1m(evict 2) 2m(evict 1) -> 2 hits
+  auto t = single_layer(3, {0, 0, 0, 1, 2, 1, 2});
+  auto lru = make_lru_policy();
+  auto lfu = make_lfu_policy(1e6);
+  CHECK(hits(t, *lru, 2) == 4);
+  CHECK(hits(t, *lfu, 2) == 2);
+}
+
+TEST_CASE("lfu ages counts so old popularity fades") {
+  // With a half-life of 0.25 tokens, 0's three early uses are worth almost nothing by token 4,
+  // so it behaves like LRU at token grain: 4 hits.
+  auto t = single_layer(3, {0, 0, 0, 1, 2, 1, 2});
+  auto lfu = make_lfu_policy(0.25);
+  CHECK(hits(t, *lfu, 2) == 4);
+}
+
+TEST_CASE("freq (lrfu) moves from lfu to lru as lambda grows") {
+  auto t = single_layer(3, {0, 0, 0, 1, 2, 1, 2});
+  auto low = make_freq_policy(0.1);  // frequency dominates: like LFU
+  auto high = make_freq_policy(10);  // recency dominates: like LRU
+  CHECK(hits(t, *low, 2) == 2);
+  CHECK(hits(t, *high, 2) == 4);
+}
+
+TEST_CASE("lru-quota keeps each layer's share where lru thrashes across layers") {
+  // 3 layers, each always uses expert 0; cap 2 (quotas 0, 1, 1). LRU cycles 3 keys through 2
+  // slots and never hits. With quotas layer 2 keeps its shard: tokens 1..4 hit once each.
+  std::vector<std::vector<std::vector<uint32_t>>> steps(5, {{0}, {0}, {0}});
+  auto t = make_trace(3, 2, 1, steps);
+  auto lru = make_lru_policy();
+  auto quota = make_lru_quota_policy();
+  CHECK(hits(t, *lru, 2) == 0);
+  CHECK(hits(t, *quota, 2) == 4);
+}
+
+TEST_CASE("hot-pin never evicts the profile's hot shards while others can go") {
+  // cap 2, hot fraction 0.5 -> expert 0 is pinned by the profile.
+  // 0m 1m 2m(evict 1) 0h 1m(evict 2) 2m(evict 1) 0h -> 2 hits; LRU: 0 hits.
+  auto t = single_layer(3, {0, 1, 2, 0, 1, 2, 0});
+  ExpertProfile profile;
+  profile.n_layer = 1;
+  profile.n_expert = 3;
+  profile.counts = {10, 1, 1};
+  auto hot = make_hot_pin_policy(profile, 0.5);
+  auto lru = make_lru_policy();
+  CHECK(hits(t, *hot, 2) == 2);
+  CHECK(hits(t, *lru, 2) == 0);
+}
+
+TEST_CASE("predict evicts the layer visited farthest ahead and matches belady on a layer cycle") {
+  // 3 layers, each always expert 0, cap 2: predict keeps the shards whose layer comes next.
+  // Per token after the first: 2, 1, 2, 1 hits -> 6, which is what Belady gets; LRU gets 0.
+  std::vector<std::vector<std::vector<uint32_t>>> steps(5, {{0}, {0}, {0}});
+  auto t = make_trace(3, 2, 1, steps);
+  auto predict = make_predict_policy(nullptr, 0.0);
+  CHECK(hits(t, *predict, 2) == 6);
+  CHECK(belady_hits(t, 2) == 6);
+}
+
+TEST_CASE("simulator pins a step's hits so its misses cannot evict them") {
+  // top-2, cap 2: token 0 loads {0,1}; token 1 uses {1,2}: 1 is pinned, so 2 must evict 0.
+  // token 2 uses {1,0}: 1 hits, 0 misses.
+  auto t = make_trace(1, 3, 2, {{{0, 1}}, {{1, 2}}, {{1, 0}}});
+  for (const std::string name : {"lru", "lfu", "lru-quota", "freq", "predict"}) {
+    auto p = make_policy(name, {});
+    SimResult r = simulate_sequence(t, 0, *p, 2);
+    CAPTURE(name);
+    CHECK(r.hits == 2);
+    CHECK(r.misses == 4);
+  }
+}
+
+TEST_CASE("every policy keeps every accessed shard resident when used and never beats belady") {
+  Trace t = make_trace(2, 4, 2, {{{0, 1}, {2, 3}}, {{1, 2}, {3, 0}}, {{0, 3}, {2, 1}}, {{0, 1}, {2, 3}},
+                                 {{2, 1}, {0, 3}}, {{0, 1}, {1, 3}}});
+  for (uint64_t cap : {2u, 3u, 4u, 6u}) {
+    uint64_t bound = belady_hits(t, cap);
+    for (const std::string name : {"lru", "lfu", "lru-quota", "freq", "predict"}) {
+      auto p = make_policy(name, {});
+      SimResult r = simulate_sequence(t, 0, *p, cap);
+      CAPTURE(name);
+      CAPTURE(cap);
+      CHECK(r.hits + r.misses == 24);
+      CHECK(r.hits <= bound);
+    }
+  }
+}
+
+TEST_CASE("a cache smaller than one step's experts is a budget error stating the minimum") {
+  auto t = make_trace(1, 4, 2, {{{0, 1}}});
+  auto p = make_lru_policy();
+  try {
+    simulate_sequence(t, 0, *p, 1);
+    FAIL("accepted");
+  } catch (const Error& e) {
+    CHECK(e.code() == ErrorCode::budget);
+    CHECK(std::string(e.what()).find("minimum is 2 shards") != std::string::npos);
+  }
+}
+
+TEST_CASE("unknown policy names are rejected with the list of known ones") {
+  try {
+    make_policy("fifo", {});
+    FAIL("accepted");
+  } catch (const Error& e) {
+    CHECK(e.code() == ErrorCode::invalid_argument);
+    CHECK(std::string(e.what()).find("known: lru, lfu") != std::string::npos);
+  }
+}
