@@ -3,6 +3,7 @@
 #include <cstring>
 #include <limits>
 
+#include "core/router.h"
 #include "core/session.h"
 #include "kernels/activations.h"
 #include "kernels/softmax.h"
@@ -18,52 +19,16 @@ size_t sz(int64_t n) { return static_cast<size_t>(n); }
 void Session::route(int64_t il, int64_t n, int64_t start_pos) {
   const ModelConfig& c = model_.config();
   const LayerWeights& L = model_.layer(il);
-  const int64_t X = c.n_expert, K = c.n_expert_used, G = c.n_expert_groups, GU = c.n_group_used;
+  const int64_t X = c.n_expert, K = c.n_expert_used, GU = c.n_group_used;
+  const RouterParams params = RouterParams::from_config(c);
   matmul(L.gate_inp.matrix(), cur_.data(), n, router_logits_.data());
+  const std::span<const float> bias = L.exp_probs_b ? L.exp_probs_b.f32() : std::span<const float>{};
   for (int64_t t = 0; t < n; ++t) {
-    const std::span<const float> logits{router_logits_.data() + t * X, sz(X)};
-    const std::span<float> probs{probs_.data() + t * X, sz(X)};
-    const std::span<float> sel{sel_.data() + t * X, sz(X)};
-    if (c.gating == GatingFunc::sigmoid) {
-      kernels::sigmoid(logits, probs);
-    } else {
-      std::copy(logits.begin(), logits.end(), probs.begin());
-      kernels::softmax(probs);
-    }
-    if (L.exp_probs_b) kernels::add(probs, L.exp_probs_b.f32(), sel);  // selection only
-    else std::copy(probs.begin(), probs.end(), sel.begin());
-    std::span<int32_t> groups;
-    if (G > 1) {
-      // group score = sum of its two best selection scores; keep the best GU groups
-      const int64_t per = X / G;
-      for (int64_t g = 0; g < G; ++g) {
-        int32_t top2[2];
-        kernels::top_k(sel.subspan(sz(g * per), sz(per)), top2);
-        const double s = static_cast<double>(sel[sz(g * per + top2[0])]) + static_cast<double>(sel[sz(g * per + top2[1])]);
-        group_scores_[sz(g)] = static_cast<float>(s);
-      }
-      groups = {route_groups_.data() + t * GU, sz(GU)};
-      kernels::top_k({group_scores_.data(), sz(G)}, groups);
-      for (int64_t g = 0; g < G; ++g) {
-        if (std::find(groups.begin(), groups.end(), static_cast<int32_t>(g)) != groups.end()) continue;
-        std::fill(sel.begin() + g * per, sel.begin() + (g + 1) * per, -std::numeric_limits<float>::infinity());
-      }
-    }
     const std::span<int32_t> ids{route_ids_.data() + t * K, sz(K)};
     const std::span<float> w{route_w_.data() + t * K, sz(K)};
-    kernels::top_k(sel, ids);
-    for (int64_t i = 0; i < K; ++i) w[sz(i)] = probs[sz(ids[sz(i)])];
-    if (c.expert_weights_norm) {
-      double sum = 0.0;
-      for (float v : w) sum += static_cast<double>(v);
-      const float s = std::max(static_cast<float>(sum), 6.103515625e-5f);
-      for (float& v : w) v = v / s;
-    }
-    if (c.expert_weights_scale_on) {
-      for (float& v : w) v *= c.expert_weights_scale;
-    }
-    if (observer_)
-      observer_->on_routing({static_cast<int>(il), start_pos + t, ids, w, groups});
+    const std::span<int32_t> groups{route_groups_.data() + t * GU, params.n_groups > 1 ? sz(GU) : 0};
+    route_token(params, {router_logits_.data() + t * X, sz(X)}, bias, ids, w, groups, router_scratch_);
+    if (observer_) observer_->on_routing({static_cast<int>(il), start_pos + t, ids, w, groups});
   }
 }
 

@@ -68,10 +68,7 @@ Session::Session(const Model& model, ExpertSource& experts, kernels::ThreadPool&
   if (c.n_expert > 0) {
     const int64_t X = c.n_expert, K = c.n_expert_used, G = c.n_expert_groups;
     router_logits_.resize(sz(B * X));
-    probs_.resize(sz(B * X));
-    sel_.resize(sz(B * X));
-    group_scores_.resize(sz(G));
-    group_top_.resize(sz(G));
+    router_scratch_.resize(sz(2 * X + 2 * G));
     route_ids_.resize(sz(B * K));
     route_w_.resize(sz(B * K));
     route_groups_.resize(sz(B * c.n_group_used));
@@ -112,11 +109,11 @@ uint64_t Session::scratch_bytes() const {
   uint64_t f = 0;
   for (const std::vector<float>* v :
        {&x_, &cur_, &attn_out_, &ffn_out_, &q_, &k_, &v_, &qa_, &kva_, &qcur_, &kqv_, &heads_out_, &head_in_,
-        &head_res_, &ffn_g_, &ffn_u_, &sh_out_, &router_logits_, &probs_, &sel_, &group_scores_, &route_w_,
+        &head_res_, &ffn_g_, &ffn_u_, &sh_out_, &router_logits_, &router_scratch_, &route_w_,
         &expert_out_, &xe_, &ge_, &ue_, &de_, &rope_cache_, &logits_})
     f += v->size() * 4;
   return f + mm_scratch_.size() + slots_.size() +
-         4 * (route_ids_.size() + route_groups_.size() + group_top_.size() + expert_list_.size() + gather_.size());
+         4 * (route_ids_.size() + route_groups_.size() + expert_list_.size() + gather_.size());
 }
 
 void Session::matmul(const kernels::WeightMatrix& w, const float* x, int64_t n, float* y) {

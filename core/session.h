@@ -93,8 +93,8 @@ class Session {
   std::vector<float> x_, cur_, attn_out_, ffn_out_;
   std::vector<float> q_, k_, v_, qa_, kva_, qcur_, kqv_, heads_out_, head_in_, head_res_;
   std::vector<float> ffn_g_, ffn_u_, sh_out_;
-  std::vector<float> router_logits_, probs_, sel_, group_scores_, route_w_, expert_out_;
-  std::vector<int32_t> route_ids_, route_groups_, group_top_, expert_list_, gather_;
+  std::vector<float> router_logits_, router_scratch_, route_w_, expert_out_;
+  std::vector<int32_t> route_ids_, route_groups_, expert_list_, gather_;
   std::vector<float> xe_, ge_, ue_, de_;
   std::vector<float> rope_cache_;
   std::vector<float> logits_;

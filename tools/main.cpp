@@ -19,9 +19,11 @@ struct Command {
 
 // Keep sorted by name; one line per subcommand.
 const Command kCommands[] = {
-    {"index", sluice::tools::cmd_index, "digest every shard extent (XXH3-64) into a sidecar manifest"},
     {"bench-io", sluice::tools::cmd_bench_io, "random-read bandwidth of a file per queue depth (O_DIRECT io_uring)"},
+    {"bench-kernels", sluice::tools::cmd_bench_kernels, "matvec GB/s per weight type vs memory bandwidth"},
+    {"index", sluice::tools::cmd_index, "digest every shard extent (XXH3-64) into a sidecar manifest"},
     {"inspect", sluice::tools::cmd_inspect, "print a GGUF model's structure, sizes and IO ceilings"},
+    {"run", sluice::tools::cmd_run, "generate text with a model held in RAM"},
     {"tune", sluice::tools::cmd_tune, "replay a routing trace through cache policies and budgets"},
 };
 

@@ -1,0 +1,188 @@
+// sluice run -m MODEL.gguf -p "prompt" -n 64: generate text with the whole model in RAM.
+// Text goes to stdout as it is produced; load and speed figures go to stderr.
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <optional>
+
+#include <cxxopts.hpp>
+
+#include "common/error.h"
+#include "common/units.h"
+#include "core/expert_source.h"
+#include "core/model.h"
+#include "core/sampler.h"
+#include "core/session.h"
+#include "core/tokenizer.h"
+#include "kernels/thread_pool.h"
+#include "tools/commands.h"
+
+namespace sluice::tools {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+std::vector<int32_t> parse_token_list(const std::string& text) {
+  std::vector<int32_t> ids;
+  size_t i = 0;
+  while (i < text.size()) {
+    size_t j = text.find(',', i);
+    if (j == std::string::npos) j = text.size();
+    const std::string item = text.substr(i, j - i);
+    try {
+      size_t used = 0;
+      const long v = std::stol(item, &used);
+      if (used != item.size() || v < 0 || v > INT32_MAX) throw std::invalid_argument("range");
+      ids.push_back(static_cast<int32_t>(v));
+    } catch (const std::exception&) {
+      throw Error(ErrorCode::invalid_argument, "--tokens: '" + item + "' is not a token id");
+    }
+    i = j + 1;
+  }
+  return ids;
+}
+
+}  // namespace
+
+int cmd_run(int argc, char** argv) {
+  cxxopts::Options options("sluice run", "Generate text with a GGUF model held in RAM");
+  options.add_options()
+      ("m,model", "GGUF model file", cxxopts::value<std::string>())
+      ("p,prompt", "prompt text (BOS is added when the model asks for it)", cxxopts::value<std::string>())
+      ("tokens", "prompt as comma-separated token ids instead of text", cxxopts::value<std::string>())
+      ("n,n-predict", "tokens to generate", cxxopts::value<int>()->default_value("64"))
+      ("t,threads", "worker threads", cxxopts::value<unsigned>()->default_value("1"))
+      ("temp", "temperature (0: greedy)", cxxopts::value<float>()->default_value("0"))
+      ("top-k", "top-k filter (0: off)", cxxopts::value<int>()->default_value("40"))
+      ("top-p", "top-p filter (1: off)", cxxopts::value<float>()->default_value("0.95"))
+      ("min-p", "min-p filter (0: off)", cxxopts::value<float>()->default_value("0.05"))
+      ("repeat-penalty", "repetition penalty (1: off)", cxxopts::value<float>()->default_value("1"))
+      ("repeat-last-n", "tokens the repetition penalty looks back", cxxopts::value<int>()->default_value("64"))
+      ("seed", "sampling seed", cxxopts::value<uint64_t>()->default_value("0"))
+      ("c,ctx-size", "context length (0: min(training context, 4096))", cxxopts::value<int64_t>()->default_value("0"))
+      ("b,batch-size", "most prompt tokens per forward pass", cxxopts::value<int64_t>()->default_value("512"))
+      ("kv-type", "KV cache type: f16 or f32", cxxopts::value<std::string>()->default_value("f16"))
+      ("widen-f16", "convert F16 weights to F32 at load")
+      ("ignore-eos", "keep generating after the end-of-sequence token")
+      ("logits-out", "write f32 logits [n_prompt + n_generated][n_vocab] (LE) to FILE", cxxopts::value<std::string>())
+      ("h,help", "show this help");
+  auto args = options.parse(argc, argv);
+  if (args.count("help")) {
+    std::cout << options.help();
+    return 0;
+  }
+  if (!args.count("model")) throw Error(ErrorCode::invalid_argument, "-m MODEL.gguf is required");
+  if (args.count("prompt") == args.count("tokens"))
+    throw Error(ErrorCode::invalid_argument, "give exactly one of -p PROMPT or --tokens IDS");
+  const int n_predict = args["n-predict"].as<int>();
+  if (n_predict < 0) throw Error(ErrorCode::invalid_argument, "-n " + std::to_string(n_predict) + " must be >= 0");
+  const unsigned threads = args["threads"].as<unsigned>();
+  if (threads == 0 || threads > 1024) throw Error(ErrorCode::invalid_argument, "-t " + std::to_string(threads) + " must be in [1, 1024]");
+  const std::string kv_name = args["kv-type"].as<std::string>();
+  if (kv_name != "f16" && kv_name != "f32")
+    throw Error(ErrorCode::invalid_argument, "--kv-type '" + kv_name + "' must be f16 or f32");
+
+  const auto t_load = Clock::now();
+  const core::Model model = core::Model::load(args["model"].as<std::string>(),
+                                              {.widen_f16_to_f32 = args.count("widen-f16") > 0});
+  const core::ModelConfig& cfg = model.config();
+  std::optional<core::Tokenizer> tokenizer;
+  try {
+    tokenizer = core::Tokenizer::from_gguf(model.gguf());
+  } catch (const Error& e) {
+    if (args.count("prompt")) throw;
+  }
+  std::fprintf(stderr, "sluice run: %s\nsluice run: %s of weights loaded in %.2f s\n", cfg.describe().c_str(),
+               human_bytes(model.weight_bytes()).c_str(), seconds_since(t_load));
+
+  std::vector<int32_t> prompt = args.count("tokens")
+                                    ? parse_token_list(args["tokens"].as<std::string>())
+                                    : tokenizer->encode(args["prompt"].as<std::string>(), true, false);
+  if (prompt.empty()) throw Error(ErrorCode::invalid_argument, "the prompt has no tokens");
+
+  kernels::ThreadPool pool(threads);
+  core::InCoreExpertSource experts(model);
+  const int64_t n_ctx_opt = args["ctx-size"].as<int64_t>();
+  const int64_t n_ctx = n_ctx_opt > 0 ? n_ctx_opt : std::min<int64_t>(cfg.n_ctx_train, 4096);
+  if (static_cast<int64_t>(prompt.size()) > n_ctx)
+    throw Error(ErrorCode::invalid_argument, "prompt of " + std::to_string(prompt.size()) +
+                                                 " tokens is longer than the context of " + std::to_string(n_ctx) +
+                                                 " tokens (raise -c)");
+  const int64_t n_batch = std::max<int64_t>(1, std::min(args["batch-size"].as<int64_t>(), n_ctx));
+  core::Session session(model, experts, pool,
+                        {.n_ctx = n_ctx, .n_batch = n_batch,
+                         .kv_type = kv_name == "f32" ? GgmlType::F32 : GgmlType::F16});
+  core::Sampler sampler({.temperature = args["temp"].as<float>(),
+                         .top_k = args["top-k"].as<int>(),
+                         .top_p = args["top-p"].as<float>(),
+                         .min_p = args["min-p"].as<float>(),
+                         .repeat_penalty = args["repeat-penalty"].as<float>(),
+                         .repeat_last_n = args["repeat-last-n"].as<int>(),
+                         .seed = args["seed"].as<uint64_t>()},
+                        cfg.n_vocab);
+
+  std::ofstream logits_out;
+  if (args.count("logits-out")) {
+    logits_out.open(args["logits-out"].as<std::string>(), std::ios::binary | std::ios::trunc);
+    if (!logits_out)
+      throw Error(ErrorCode::io_error, "cannot write --logits-out '" + args["logits-out"].as<std::string>() + "'");
+  }
+  auto write_rows = [&](std::span<const float> rows) {
+    if (!logits_out.is_open()) return;
+    logits_out.write(reinterpret_cast<const char*>(rows.data()), static_cast<std::streamsize>(rows.size_bytes()));
+    if (!logits_out) throw Error(ErrorCode::io_error, "write to --logits-out failed");
+  };
+
+  if (tokenizer && args.count("prompt")) {
+    for (int32_t id : prompt) std::fputs(tokenizer->token_to_piece(id, false).c_str(), stdout);
+    std::fflush(stdout);
+  }
+  const auto t_prompt = Clock::now();
+  std::vector<float> last(static_cast<size_t>(cfg.n_vocab));
+  for (size_t i = 0; i < prompt.size(); i += static_cast<size_t>(n_batch)) {
+    const size_t n = std::min(prompt.size() - i, static_cast<size_t>(n_batch));
+    const bool final_chunk = i + n == prompt.size();
+    auto rows = session.forward({prompt.data() + i, n}, static_cast<int64_t>(i), logits_out.is_open());
+    write_rows(rows);
+    if (final_chunk) std::copy(rows.end() - cfg.n_vocab, rows.end(), last.begin());
+  }
+  const double prompt_s = seconds_since(t_prompt);
+  for (int32_t id : prompt) sampler.accept(id);
+
+  const auto t_gen = Clock::now();
+  int generated = 0;
+  int64_t pos = static_cast<int64_t>(prompt.size());
+  for (; generated < n_predict; ++generated) {
+    const int32_t tok = sampler.sample(last);
+    sampler.accept(tok);
+    if (tokenizer) {
+      std::fputs(tokenizer->token_to_piece(tok, false).c_str(), stdout);
+    } else {
+      std::printf("%s%d", generated ? " " : "", tok);
+    }
+    std::fflush(stdout);
+    if (tokenizer && tok == tokenizer->eos() && !args.count("ignore-eos")) {
+      ++generated;
+      break;
+    }
+    if (pos >= session.n_ctx()) {
+      std::fprintf(stderr, "\nsluice run: context of %lld tokens is full\n", static_cast<long long>(session.n_ctx()));
+      ++generated;
+      break;
+    }
+    auto row = session.forward({&tok, 1}, pos++);
+    write_rows(row);
+    std::copy(row.begin(), row.end(), last.begin());
+  }
+  const double gen_s = seconds_since(t_gen);
+  std::printf("\n");
+  std::fprintf(stderr, "sluice run: prompt %zu tokens in %.3f s (%.1f tok/s), generated %d tokens in %.3f s (%.1f tok/s)\n",
+               prompt.size(), prompt_s, prompt.size() / std::max(prompt_s, 1e-9), generated, gen_s,
+               generated / std::max(gen_s, 1e-9));
+  return 0;
+}
+
+}  // namespace sluice::tools
