@@ -25,7 +25,12 @@ struct WeightMatrix {
   size_t row_stride = 0;   // bytes between rows (= ggml_row_bytes(type, n_cols) when dense)
 };
 
-// Scratch bytes needed by matvec/matmul for this weight type, row length and token count.
+// Scratch bytes needed by matvec/matmul for this weight type, row length and token count (the
+// activations quantized to vec_dot_type). Scratch must be at least 4-byte aligned (Q8_K's f32
+// scale); size it once at load for the largest matrix and batch.
+//
+// Errors: Error(invalid_argument) naming the size when x, y or scratch is too small, or when the
+// row length is not a multiple of the block size; Error(unsupported) for a type without kernels.
 size_t matmul_scratch_bytes(GgmlType weight_type, int64_t n_cols, int64_t n_tokens);
 
 // y[n_rows] = W x[n_cols]

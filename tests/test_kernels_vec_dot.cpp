@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <cstring>
 #include <string>
 
 #include "kernels/cpu/blocks.h"
@@ -99,11 +100,22 @@ TEST_CASE("SIMD activation quantization is bit-identical to the scalar reference
         if (n == 256) {
           for (int j = 0; j < 32; ++j) x[size_t(j)] = float(j - 16) + 0.5f;
           x[31] = 127.0f;
+          for (int j = 32; j < 64; ++j) x[size_t(j)] = 0.0f;  // an all-zero block: d = 0, qs = 0
+          x[100] = -1e-30f;                                    // subnormal f16 territory
         }
         CHECK(quantize_with(best(), type, x) == quantize_with(scalar(), type, x));
       }
     }
   }
+}
+
+TEST_CASE("SIMD F16 dequantization is bit-identical to the scalar reference") {
+  const auto x = random_row(1003, 77);
+  const auto h = quantize_with(scalar(), GgmlType::F16, x);
+  std::vector<float> a(x.size()), b(x.size());
+  best().dequantize[size_t(GgmlType::F16)](h.data(), a.data(), int64_t(x.size()));
+  scalar().dequantize[size_t(GgmlType::F16)](h.data(), b.data(), int64_t(x.size()));
+  CHECK(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
 }
 
 TEST_CASE("SIMD dot products match the scalar reference within normalized MSE 1e-10") {
@@ -141,6 +153,20 @@ TEST_CASE("SIMD dot products match the scalar reference on random bit patterns o
     }
     INFO(sluice::ggml_type_name(type) << " nmse " << err / norm);
     CHECK(err / norm <= 1e-10);
+  }
+}
+
+TEST_CASE("the reference quantizers reproduce constant and all-zero rows") {
+  for (GgmlType type : kWeightTypes) {
+    for (float value : {0.0f, 0.25f, -3.0f}) {
+      INFO(sluice::ggml_type_name(type) << " value " << value);
+      const std::vector<float> x(512, value);
+      const auto q = quantize_with(scalar(), type, x);
+      std::vector<float> back(x.size());
+      scalar().dequantize[size_t(type)](q.data(), back.data(), int64_t(x.size()));
+      // Within the coarsest format's step: Q2_K keeps 2 bits and 4-bit sub-block scales.
+      CHECK(rms(back, x) <= 0.05 * std::fabs(value) + 1e-6);
+    }
   }
 }
 

@@ -4,9 +4,11 @@
 // machine's read bandwidth it turns into weight bytes consumed. For each type this builds a
 // matrix larger than the last-level cache (so every call streams it from DRAM), times matvec with
 // 1 thread and with all threads, and prints GB/s of weights read and GFLOP/s next to a plain
-// streaming-read bandwidth measured in the same run with the same thread count.
+// streaming-read bandwidth measured in the same run with the same thread count. The last column,
+// bytes per CPU-second of the whole process, separates kernel speed from a busy machine.
 #include <algorithm>
 #include <chrono>
+#include <ctime>
 #include <cstdio>
 #include <cstring>
 #include <random>
@@ -29,19 +31,31 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Runs fn until at least `seconds` have passed (and at least 3 times); returns seconds per call.
+double process_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return double(ts.tv_sec) + double(ts.tv_nsec) * 1e-9;
+}
+
+struct CallTime {
+  double wall = 0;  // seconds per call
+  double cpu = 0;   // CPU seconds per call, all threads of the process (spinning included)
+};
+
+// Runs fn until at least `seconds` have passed (and at least 3 times).
 template <class F>
-double time_per_call(double seconds, F&& fn) {
+CallTime time_per_call(double seconds, F&& fn) {
   fn();  // warm-up: page faults, wake-ups
   int calls = 0;
   const auto start = Clock::now();
+  const double cpu_start = process_cpu_seconds();
   double elapsed = 0;
   while (calls < 3 || elapsed < seconds) {
     fn();
     ++calls;
     elapsed = std::chrono::duration<double>(Clock::now() - start).count();
   }
-  return elapsed / calls;
+  return {elapsed / calls, (process_cpu_seconds() - cpu_start) / calls};
 }
 
 // Streaming read of `buf` split over the pool; returns GB/s. A plain sum (the compiler vectorizes
@@ -56,7 +70,7 @@ double stream_read_gbps(const std::vector<uint64_t>& buf, kernels::ThreadPool& p
       for (int64_t i = b; i < e; ++i) s += p[i];
       sinks[size_t(b / (1 << 16)) % 64 * 8] += s;
     });
-  });
+  }).wall;
   volatile uint64_t keep = 0;
   for (uint64_t s : sinks) keep = keep + s;
   return double(buf.size() * sizeof(uint64_t)) / per_call / 1e9;
@@ -144,17 +158,20 @@ int cmd_bench_kernels(int argc, char** argv) {
     kernels::ThreadPool pool(n_threads);
     const double mem_gbps = stream_read_gbps(stream_buf, pool, seconds);
     std::printf("\nthreads %u: streaming read %.2f GB/s\n", n_threads, mem_gbps);
-    std::printf("%-8s %10s %10s %10s %10s %10s %8s\n", "type", "rows", "MiB", "ms/matvec", "GB/s", "GFLOP/s", "ratio");
+    std::printf("%-8s %10s %10s %10s %10s %10s %8s %12s\n", "type", "rows", "MiB", "ms/matvec", "GB/s", "GFLOP/s",
+                "ratio", "GB/cpu-s");
     for (GgmlType type : types) {
       const BenchMatrix m = make_matrix(type, n_cols, target);
       std::vector<float> x(size_t(n_cols), 0.5f), y(size_t(m.w.n_rows));
       std::vector<std::byte> scratch(kernels::matmul_scratch_bytes(type, n_cols, 1));
-      const double t = time_per_call(seconds, [&] { kernels::matvec(m.w, x, y, scratch, pool); });
-      const double gbps = double(m.bytes.size()) / t / 1e9;
-      const double gflops = 2.0 * double(m.w.n_rows) * double(n_cols) / t / 1e9;
-      std::printf("%-8s %10lld %10.1f %10.3f %10.2f %10.2f %8.2f\n", std::string(ggml_type_name(type)).c_str(),
-                  static_cast<long long>(m.w.n_rows), double(m.bytes.size()) / (1 << 20), t * 1e3, gbps, gflops,
-                  gbps / mem_gbps);
+      const CallTime t = time_per_call(seconds, [&] { kernels::matvec(m.w, x, y, scratch, pool); });
+      const double gbps = double(m.bytes.size()) / t.wall / 1e9;
+      const double gflops = 2.0 * double(m.w.n_rows) * double(n_cols) / t.wall / 1e9;
+      // Bytes per CPU-second: on a shared machine this shows the kernel's own speed.
+      const double cpu_gbps = t.cpu > 0 ? double(m.bytes.size()) / t.cpu / 1e9 : 0.0;
+      std::printf("%-8s %10lld %10.1f %10.3f %10.2f %10.2f %8.2f %12.2f\n", std::string(ggml_type_name(type)).c_str(),
+                  static_cast<long long>(m.w.n_rows), double(m.bytes.size()) / (1 << 20), t.wall * 1e3, gbps, gflops,
+                  gbps / mem_gbps, cpu_gbps);
       std::fflush(stdout);
     }
   }

@@ -6,6 +6,8 @@
 
 namespace sluice::kernels::cpu::avx2 {
 
+void dequantize_f16(const void* src, float* dst, int64_t n);
+
 void quantize_q8_0(const float* src, void* dst, int64_t n);
 void quantize_q8_1(const float* src, void* dst, int64_t n);
 void quantize_q8_k(const float* src, void* dst, int64_t n);

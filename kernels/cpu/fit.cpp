@@ -97,9 +97,13 @@ void fit_affine(const float* x, int n, int qmax, bool any_offset, uint8_t* q, fl
     // Least squares for x ~= s*q + b, with b clamped to <= 0 unless any offset is allowed.
     const double det = double(n) * sqq - sq * sq;
     double s = 0, b = 0;
-    if (det > 0) {
+    if (det > 1e-9 * double(n) * sqq) {
       s = (double(n) * sxq - sq * sx) / det;
       b = (sqq * sx - sq * sxq) / det;
+    } else if (any_offset) {
+      b = sx / double(n);  // every q equal (a constant block): the offset carries it all
+    } else {
+      s = sqq > 0 ? sxq / sqq : 0;
     }
     if (!any_offset && b > 0) {
       b = 0;

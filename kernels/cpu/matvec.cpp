@@ -3,6 +3,7 @@
 // runs it, so results do not depend on the thread count.
 #include "kernels/matvec.h"
 
+#include <cstdint>
 #include <string>
 
 #include "common/error.h"
@@ -15,7 +16,8 @@ namespace {
 // Rows per chunk: at least 16 so that neighbouring threads never share a cache line of y.
 constexpr int64_t kRowGrain = 16;
 
-void check_shapes(const WeightMatrix& w, size_t x_size, int64_t n_tokens, size_t y_size, size_t scratch_size) {
+void check_shapes(const WeightMatrix& w, size_t x_size, int64_t n_tokens, size_t y_size, const std::byte* scratch_data,
+                  size_t scratch_size) {
   require_supported(w.type, "matvec weight");
   const auto& traits = ggml_traits(w.type);
   auto fail = [](const std::string& msg) { throw Error(ErrorCode::invalid_argument, msg); };
@@ -30,6 +32,7 @@ void check_shapes(const WeightMatrix& w, size_t x_size, int64_t n_tokens, size_t
   if (w.row_stride < ggml_row_bytes(w.type, uint64_t(w.n_cols))) fail("matvec: row stride smaller than a row");
   if (x_size < size_t(w.n_cols * n_tokens)) fail("matvec: x holds " + std::to_string(x_size) + " values, needs " + std::to_string(w.n_cols * n_tokens));
   if (y_size < size_t(w.n_rows * n_tokens)) fail("matvec: y holds " + std::to_string(y_size) + " values, needs " + std::to_string(w.n_rows * n_tokens));
+  if (reinterpret_cast<uintptr_t>(scratch_data) % 4 != 0) fail("matvec: scratch must be 4-byte aligned");
   if (scratch_size < matmul_scratch_bytes(w.type, w.n_cols, n_tokens))
     fail("matvec: scratch holds " + std::to_string(scratch_size) + " bytes, needs " +
          std::to_string(matmul_scratch_bytes(w.type, w.n_cols, n_tokens)));
@@ -48,7 +51,7 @@ void matvec(const WeightMatrix& w, std::span<const float> x, std::span<float> y,
 
 void matmul(const WeightMatrix& w, std::span<const float> x, int64_t n_tokens, std::span<float> y,
             std::span<std::byte> scratch, ThreadPool& pool) {
-  check_shapes(w, x.size(), n_tokens, y.size(), scratch.size());
+  check_shapes(w, x.size(), n_tokens, y.size(), scratch.data(), scratch.size());
   const cpu::KernelTable& k = cpu::best_kernels();
   const GgmlType act_type = vec_dot_type(w.type);
   const size_t act_row = ggml_row_bytes(act_type, uint64_t(w.n_cols));

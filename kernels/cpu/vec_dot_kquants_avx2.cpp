@@ -44,8 +44,8 @@ float vec_dot_q4_k(const void* w, const void* act, int64_t n) {
   for (int64_t i = 0; i < n / kQK_K; ++i) {
     uint8_t sm[16];
     unpack_scales_mins(x[i].scales, sm);
-    const float d = y[i].d * fp16_to_f32(x[i].d);
-    const float dmin = y[i].d * fp16_to_f32(x[i].dmin);
+    const float d = y[i].d * half_to_f32(x[i].d);
+    const float dmin = y[i].d * half_to_f32(x[i].dmin);
     mins_sum += dmin * float(min_term(sm + 8, y[i].bsums));
     __m256i sumi = _mm256_setzero_si256();
     for (int j = 0; j < 4; ++j) {
@@ -71,8 +71,8 @@ float vec_dot_q5_k(const void* w, const void* act, int64_t n) {
   for (int64_t i = 0; i < n / kQK_K; ++i) {
     uint8_t sm[16];
     unpack_scales_mins(x[i].scales, sm);
-    const float d = y[i].d * fp16_to_f32(x[i].d);
-    const float dmin = y[i].d * fp16_to_f32(x[i].dmin);
+    const float d = y[i].d * half_to_f32(x[i].d);
+    const float dmin = y[i].d * half_to_f32(x[i].dmin);
     mins_sum += dmin * float(min_term(sm + 8, y[i].bsums));
     const __m256i hbits = load32(x[i].qh);
     __m256i sumi = _mm256_setzero_si256();
@@ -102,7 +102,7 @@ float vec_dot_q6_k(const void* w, const void* act, int64_t n) {
   const __m256i bias = _mm256_set1_epi8(32);
   __m256 acc = _mm256_setzero_ps();
   for (int64_t i = 0; i < n / kQK_K; ++i) {
-    const float d = fp16_to_f32(x[i].d) * y[i].d;
+    const float d = half_to_f32(x[i].d) * y[i].d;
     __m256i sumi = _mm256_setzero_si256();
     for (int half = 0; half < 2; ++half) {
       const uint8_t* ql = x[i].ql + 64 * half;
@@ -138,8 +138,8 @@ float vec_dot_q2_k(const void* w, const void* act, int64_t n) {
   __m256 acc = _mm256_setzero_ps();
   float mins_sum = 0.0f;
   for (int64_t i = 0; i < n / kQK_K; ++i) {
-    const float dall = y[i].d * fp16_to_f32(x[i].d);
-    const float dmin = y[i].d * fp16_to_f32(x[i].dmin);
+    const float dall = y[i].d * half_to_f32(x[i].d);
+    const float dmin = y[i].d * half_to_f32(x[i].dmin);
     // Min term: 16 4-bit mins times Q8_K's per-16 sums.
     const __m128i sc_bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x[i].scales));
     const __m256i mins = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sc_bytes, 4), _mm_set1_epi8(0x0F)));
@@ -169,7 +169,7 @@ float vec_dot_q3_k(const void* w, const void* act, int64_t n) {
   for (int64_t i = 0; i < n / kQK_K; ++i) {
     int8_t scales[16];
     unpack_q3_k_scales(x[i].scales, scales);
-    const float d = fp16_to_f32(x[i].d) * y[i].d;
+    const float d = half_to_f32(x[i].d) * y[i].d;
     const __m256i hbits = load32(x[i].hmask);
     __m256i sumi = _mm256_setzero_si256();
     for (int half = 0; half < 2; ++half) {
