@@ -17,6 +17,7 @@
 #include "core/tokenizer.h"
 #include "kernels/thread_pool.h"
 #include "tools/commands.h"
+#include "tools/run_kimi_k3.h"
 
 namespace sluice::tools {
 
@@ -84,6 +85,7 @@ int cmd_run(int argc, char** argv) {
   const std::string kv_name = args["kv-type"].as<std::string>();
   if (kv_name != "f16" && kv_name != "f32")
     throw Error(ErrorCode::invalid_argument, "--kv-type '" + kv_name + "' must be f16 or f32");
+  if (is_kimi_k3_file(args["model"].as<std::string>())) return run_kimi_k3(args);  // hybrid KDA/MLA
 
   const auto t_load = Clock::now();
   const core::Model model = core::Model::load(args["model"].as<std::string>(),
