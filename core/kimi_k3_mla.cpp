@@ -33,13 +33,13 @@ void KimiK3Session::mla(int64_t il, int64_t n, int64_t start_pos) {
     if (state_.kv_type() == GgmlType::F32) std::memcpy(dst, row, static_cast<size_t>(R) * sizeof(float));
     else kernels::quantize_row(state_.kv_type(), row, dst, R);
   }
-  // The cached rows of positions [0, start_pos + n) as floats.
+  // The cached rows of positions [0, start_pos + n) as floats: the cache itself when it is F32 (a
+  // layer's rows are contiguous), else widened into scratch.
   const int64_t n_kv = start_pos + n;
-  for (int64_t s = 0; s < n_kv; ++s) {
-    const std::byte* src = state_.kv_row(il, s);
-    float* dst = kv_f32_.data() + s * R;
-    if (state_.kv_type() == GgmlType::F32) std::memcpy(dst, src, static_cast<size_t>(R) * sizeof(float));
-    else kernels::dequantize_row(state_.kv_type(), src, dst, R);
+  const float* kv_rows = reinterpret_cast<const float*>(state_.kv_row(il, 0));
+  if (state_.kv_type() != GgmlType::F32) {
+    for (int64_t s = 0; s < n_kv; ++s) kernels::dequantize_row(state_.kv_type(), state_.kv_row(il, s), kv_f32_.data() + s * R, R);
+    kv_rows = kv_f32_.data();
   }
 
   // Q_h = [k_b_h q_nope_h | q_pe_h] per head: [n][H][R].
@@ -65,12 +65,12 @@ void KimiK3Session::mla(int64_t il, int64_t n, int64_t start_pos) {
       const int64_t n_att = start_pos + t + 1, n_pad = (n_att + W - 1) / W * W;
       for (int64_t s = 0; s < n_pad; ++s)
         scores_[static_cast<size_t>(s)] =
-            s < n_att ? kernels::dot_f32_ggml(qh, kv_f32_.data() + s * R, R) : -std::numeric_limits<float>::infinity();
+            s < n_att ? kernels::dot_f32_ggml(qh, kv_rows + s * R, R) : -std::numeric_limits<float>::infinity();
       kernels::softmax_simd({scores_.data(), static_cast<size_t>(n_pad)}, c.kq_scale);
       float* ol = o_lat_.data() + t * KL;
       for (int64_t i = 0; i < KL; ++i) {
         float* col = kv_col_.data();
-        for (int64_t s = 0; s < n_pad; ++s) col[s] = s < n_att ? kv_f32_[static_cast<size_t>(s * R + i)] : 0.0f;
+        for (int64_t s = 0; s < n_pad; ++s) col[s] = s < n_att ? kv_rows[s * R + i] : 0.0f;
         ol[i] = kernels::dot_f32_tinyblas(scores_.data(), col, n_pad);
       }
     }

@@ -66,7 +66,7 @@ KimiK3Session::KimiK3Session(const KimiK3Model& model, ExpertSource& experts, ke
     const int64_t n_pad = (n_ctx + kernels::kGgmlSimdWidth - 1) / kernels::kGgmlSimdWidth * kernels::kGgmlSimdWidth;
     size(scores_, n_pad);
     size(kv_col_, n_pad);
-    size(kv_f32_, n_ctx * R);
+    if (options.kv_type != GgmlType::F32) size(kv_f32_, n_ctx * R);
   }
   const int64_t ff = std::max({c.n_ff, c.n_ff_shexp, c.n_ff_exp});
   size(ffn_g_, B * ff);

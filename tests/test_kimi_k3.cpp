@@ -223,3 +223,22 @@ TEST_CASE("sluice run on a kimi-k3 model prints llama.cpp's greedy continuation"
   CHECK(r.out == want + "\n");
   CHECK(r.err.find("recurrent state") != std::string::npos);
 }
+
+TEST_CASE("kimi-k3 with an F16 MLA cache or the chunked KDA prefill stays within tolerance of llama.cpp's F32 run") {
+  const fs::path gguf = k3_dir() / "kimi-k3-f16.gguf";
+  if (!fs::exists(gguf)) {
+    MESSAGE("skipped: " << gguf << " not found");
+    return;
+  }
+  auto model = core::KimiK3Model::load(gguf.string(), {.widen_f16_to_f32 = true});
+  const Reference ref = load_reference("f32");
+  const Comparison f16_kv = compare(run_teacher_forced(*model, ref, 2, {.kv_type = GgmlType::F16}), ref, 2048);
+  MESSAGE(describe("f32 weights, F16 MLA cache", f16_kv, ref.gen.size()));
+  CHECK(f16_kv.max_diff <= 0.1);
+  CHECK(f16_kv.greedy_equal == static_cast<int>(ref.gen.size()));
+  const Comparison chunked =
+      compare(run_teacher_forced(*model, ref, 2, {.kv_type = GgmlType::F32, .chunked_kda = true}), ref, 2048);
+  MESSAGE(describe("f32 weights, chunked KDA prefill", chunked, ref.gen.size()));
+  CHECK(chunked.max_diff <= 1e-3);
+  CHECK(chunked.greedy_equal == static_cast<int>(ref.gen.size()));
+}
