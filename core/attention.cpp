@@ -1,8 +1,10 @@
 // Session attention: GQA (llama, qwen3moe) and absorbed MLA (deepseek2), as llama.cpp's graphs.
 #include <algorithm>
 #include <cstring>
+#include <limits>
 
 #include "core/session.h"
+#include "kernels/dot_f32.h"
 #include "kernels/quant.h"
 #include "kernels/rms_norm.h"
 #include "kernels/rope.h"
@@ -13,6 +15,8 @@ namespace sluice::core {
 namespace {
 size_t sz(int64_t n) { return static_cast<size_t>(n); }
 size_t align_up(size_t n) { return (n + 63) / 64 * 64; }
+// llama.cpp pads the attended KV cells to a multiple of 256 (capped by the cache size).
+constexpr int64_t kKvPad = 256;
 }  // namespace
 
 void Session::attention_gqa(int64_t il, int64_t n, int64_t start_pos) {
@@ -75,7 +79,7 @@ void Session::attention_mla(int64_t il, int64_t n, int64_t start_pos) {
   for (int64_t h = 0; h < H; ++h) {
     for (int64_t t = 0; t < n; ++t)
       std::memcpy(head_in_.data() + t * N, q_.data() + t * H * QH + h * QH, sz(N) * 4);
-    matmul(L.wk_b.slice(h), head_in_.data(), n, head_res_.data());
+    matmul(L.wk_b.slice(h), head_in_.data(), n, head_res_.data(), MatKind::permuted);  // q_nope view
     for (int64_t t = 0; t < n; ++t)
       std::memcpy(qcur_.data() + (t * H + h) * KR + R, head_res_.data() + t * Lkv, sz(Lkv) * 4);
   }
@@ -102,9 +106,15 @@ void Session::attend(int64_t il, int64_t n, int64_t start_pos, const float* q, i
   const size_t es = kv_.elem_bytes();
   const int64_t n_ctx = kv_.n_ctx();
   const bool mla = c.is_mla();
+  const bool f32 = kt == GgmlType::F32;
   const float kq_scale = c.kq_scale;
   const int64_t n_pairs = n * H;
   const int64_t n_slots = n_slots_;
+  // llama.cpp attends over n_kv cells: the used cells rounded up to its padding, capped by the
+  // cache size; masked cells weigh exactly 0 but shape the SIMD blocks of softmax and the sums.
+  const int64_t used = start_pos + n;
+  const int64_t n_kv = std::min(n_ctx, std::max(kKvPad, (used + kKvPad - 1) / kKvPad * kKvPad));
+  const bool tiny_blas = n >= 2 && n_kv % 16 == 0;  // llamafile takes batched kq x V
   pool_.parallel_for(n_slots, 1, [&](int64_t s0, int64_t s1) {
     for (int64_t slot = s0; slot < s1; ++slot) {
       std::byte* base = slots_.data() + sz(slot) * slot_bytes_;
@@ -112,32 +122,44 @@ void Session::attend(int64_t il, int64_t n, int64_t start_pos, const float* q, i
       std::byte* p16 = base + align_up(sz(n_ctx) * 4);
       std::byte* qact = p16 + align_up(sz(n_ctx) * 2);
       float* vrow = reinterpret_cast<float*>(qact + align_up(ggml_row_bytes(qt, static_cast<uint64_t>(k_len))));
+      float* vcol = vrow + align_up(sz(v_len) * 4) / 4;
       for (int64_t p = slot; p < n_pairs; p += n_slots) {
         const int64_t t = p / H, h = p % H;
         const int64_t kvh = h / group;
-        const int64_t n_kv = start_pos + t + 1;  // causal
-        kernels::quantize_row(qt, q + t * q_stride + h * q_head_stride, qact, k_len);
+        const int64_t n_vis = start_pos + t + 1;  // causal
+        const float* qv = q + t * q_stride + h * q_head_stride;
         const size_t k_off = mla ? 0 : sz(kvh * k_len) * es;
-        for (int64_t j = 0; j < n_kv; ++j)
-          scores[j] = kernels::vec_dot(kt, kv_.k(il, j) + k_off, qact, k_len);
-        kernels::softmax({scores, sz(n_kv)}, kq_scale);
-        if (kt == GgmlType::F16) {  // ggml rounds kq to F16 to meet an F16 V
-          kernels::quantize_row(GgmlType::F16, scores, p16, n_kv);
-          kernels::dequantize_row(GgmlType::F16, p16, scores, n_kv);
+        if (f32) {
+          for (int64_t j = 0; j < n_vis; ++j)
+            scores[j] = kernels::dot_f32_ggml_vec(reinterpret_cast<const float*>(kv_.k(il, j) + k_off), qv, k_len);
+        } else {
+          kernels::quantize_row(qt, qv, qact, k_len);
+          for (int64_t j = 0; j < n_vis; ++j) scores[j] = kernels::vec_dot(kt, kv_.k(il, j) + k_off, qact, k_len);
         }
+        std::fill(scores + n_vis, scores + n_kv, -std::numeric_limits<float>::infinity());
+        kernels::softmax({scores, sz(n_kv)}, kq_scale);
         float* o = out + t * out_stride + h * out_head_stride;
-        std::fill(o, o + v_len, 0.0f);
-        for (int64_t j = 0; j < n_kv; ++j) {
-          const std::byte* vr = mla ? kv_.k(il, j) + sz(c.qk_rope) * es : kv_.v(il, j) + sz(kvh * v_len) * es;
-          const float* vf;
-          if (kt == GgmlType::F32) {
-            vf = reinterpret_cast<const float*>(vr);
-          } else {
-            kernels::dequantize_row(kt, vr, vrow, v_len);
-            vf = vrow;
+        auto v_row = [&](int64_t j) {
+          return mla ? kv_.k(il, j) + sz(c.qk_rope) * es : kv_.v(il, j) + sz(kvh * v_len) * es;
+        };
+        if (f32) {
+          // ggml: kqv = V^T kq, one dot per value channel over the n_kv cells
+          for (int64_t i = 0; i < v_len; ++i) {
+            for (int64_t j = 0; j < n_kv; ++j)
+              vcol[j] = j < used ? reinterpret_cast<const float*>(v_row(j))[i] : 0.0f;
+            o[i] = tiny_blas ? kernels::dot_f32_tinyblas(vcol, scores, n_kv)
+                             : kernels::dot_f32_ggml_vec(vcol, scores, n_kv);
           }
+          continue;
+        }
+        // F16 V: ggml rounds kq to F16 first
+        kernels::quantize_row(GgmlType::F16, scores, p16, n_vis);
+        kernels::dequantize_row(GgmlType::F16, p16, scores, n_vis);
+        std::fill(o, o + v_len, 0.0f);
+        for (int64_t j = 0; j < n_vis; ++j) {
+          kernels::dequantize_row(kt, v_row(j), vrow, v_len);
           const float w = scores[j];
-          for (int64_t i = 0; i < v_len; ++i) o[i] += w * vf[i];
+          for (int64_t i = 0; i < v_len; ++i) o[i] += w * vrow[i];
         }
       }
     }

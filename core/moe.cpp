@@ -58,11 +58,11 @@ void Session::ffn_moe(int64_t il, int64_t n, int64_t start_pos, float* out) {
     {
       ExpertPin pin(experts_, static_cast<int>(il), e);
       const ExpertWeights& w = pin.weights();
-      matmul(w.up, xe_.data(), m, ue_.data());
-      matmul(w.gate, xe_.data(), m, ge_.data());
+      matmul(w.up, xe_.data(), m, ue_.data(), MatKind::mul_mat_id);
+      matmul(w.gate, xe_.data(), m, ge_.data(), MatKind::mul_mat_id);
       const std::span<float> g{ge_.data(), sz(m * F)};
       kernels::swiglu(g, {ue_.data(), sz(m * F)}, g);
-      matmul(w.down, ge_.data(), m, de_.data());
+      matmul(w.down, ge_.data(), m, de_.data(), MatKind::mul_mat_id);
     }
     for (int64_t r = 0; r < m; ++r) {
       const int64_t i = gather_[sz(r)];  // t * K + slot

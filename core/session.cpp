@@ -4,6 +4,7 @@
 
 #include "common/error.h"
 #include "kernels/activations.h"
+#include "kernels/dot_f32.h"
 #include "kernels/quant.h"
 #include "kernels/rms_norm.h"
 #include "kernels/vec_ops.h"
@@ -85,7 +86,10 @@ Session::Session(const Model& model, ExpertSource& experts, kernels::ThreadPool&
 
   size_t mm = 0;
   auto need = [&](const Tensor& t) {
-    if (t.ne[0] > 0 && (t.data || t.row_bytes)) mm = std::max(mm, kernels::matmul_scratch_bytes(t.type, t.ne[0], B));
+    if (t.ne[0] > 0 && (t.data || t.row_bytes)) {
+      mm = std::max(mm, kernels::matmul_scratch_bytes(t.type, t.ne[0], B));
+      if (t.type == GgmlType::F16) mm = std::max(mm, sz(t.ne[0] * B) * 4);
+    }
   };
   need(model.output());
   for (int64_t il = 0; il < c.n_layer; ++il) {
@@ -101,7 +105,8 @@ Session::Session(const Model& model, ExpertSource& experts, kernels::ThreadPool&
   const int64_t n_ctx = kv_.n_ctx();
   const GgmlType qt = kernels::vec_dot_type(kv_.type());
   slot_bytes_ = align_up(sz(n_ctx) * 4) + align_up(sz(n_ctx) * 2) +
-                align_up(ggml_row_bytes(qt, static_cast<uint64_t>(k_len))) + align_up(sz(v_len) * 4);
+                align_up(ggml_row_bytes(qt, static_cast<uint64_t>(k_len))) + align_up(sz(v_len) * 4) +
+                align_up(sz(n_ctx) * 4);
   slots_.resize(slot_bytes_ * sz(n_slots_));
 }
 
@@ -116,7 +121,16 @@ uint64_t Session::scratch_bytes() const {
          4 * (route_ids_.size() + route_groups_.size() + expert_list_.size() + gather_.size());
 }
 
-void Session::matmul(const kernels::WeightMatrix& w, const float* x, int64_t n, float* y) {
+void Session::matmul(const kernels::WeightMatrix& w, const float* x, int64_t n, float* y, MatKind kind) {
+  if (w.type == GgmlType::F32) {  // no conversion: a permuted activation stays on the vector path
+    kernels::matmul_f32_ggml(w, {x, sz(n * w.n_cols)}, n, {y, sz(n * w.n_rows)}, kind == MatKind::plain, pool_);
+    return;
+  }
+  if (w.type == GgmlType::F16 && w.n_cols <= 8192) {  // converted to F16 first, then llamafile may take it
+    kernels::matmul_f16_ggml(w, {x, sz(n * w.n_cols)}, n, {y, sz(n * w.n_rows)}, kind != MatKind::mul_mat_id,
+                             false, {reinterpret_cast<float*>(mm_scratch_.data()), mm_scratch_.size() / 4}, pool_);
+    return;
+  }
   kernels::matmul(w, {x, sz(n * w.n_cols)}, n, {y, sz(n * w.n_rows)}, mm_scratch_, pool_);
 }
 

@@ -80,7 +80,11 @@ class Session {
   void ffn_dense(const Tensor& gate, const Tensor& up, const Tensor& down, int64_t n, float* out);
   void ffn_moe(int64_t il, int64_t n, int64_t start_pos, float* out);
   void route(int64_t il, int64_t n, int64_t start_pos);
-  void matmul(const kernels::WeightMatrix& w, const float* x, int64_t n, float* y);
+  // How ggml meets this product, which decides its summation order and activation rounding
+  // (kernels/dot_f32.h): a plain mul_mat of a contiguous activation, a permuted activation
+  // (converted to a contiguous copy first when it needs rounding), or mul_mat_id (experts).
+  enum class MatKind { plain, permuted, mul_mat_id };
+  void matmul(const kernels::WeightMatrix& w, const float* x, int64_t n, float* y, MatKind kind = MatKind::plain);
 
   const Model& model_;
   ExpertSource& experts_;

@@ -1,7 +1,10 @@
-// Element-wise activations, written as ggml's scalar forms so results match its reference path:
-//   sigmoid(x) = 1 / (1 + expf(-x))
-//   silu(x)    = x / (1 + expf(-x))
+// Element-wise activations, as ggml's CPU backend computes them on an AVX-512 machine (the
+// reference build):
+//   sigmoid(x) = 1 / (1 + expf(-x))                (scalar libm expf, as ggml_vec_sigmoid_f32)
+//   silu(x)    = x / (1 + exp(-x))
 //   swiglu(g, u) = silu(g) * u        (ggml_swiglu_split: gate first, up second)
+// For silu/swiglu, exp of every full 16-value block is ggml's vectorized ggml_v_expf (emulated
+// exactly in scalar code, cpu/expf_ggml.h) and libm expf for the tail, as ggml does.
 // All spans have the same length; y may alias an input.
 #pragma once
 

@@ -85,14 +85,18 @@ class FileExpertSource final : public core::ExpertSource {
 
 }  // namespace
 
-TEST_CASE("logits do not depend on how the tokens are split into forward calls") {
+TEST_CASE("splitting the tokens into forward calls changes logits only by summation order") {
+  // Batches of >= 2 tokens take llama.cpp's batched (tinyBLAS) order for F32 products, single
+  // tokens its vector order, so one-token calls differ in the last bits; batches agree exactly.
   const core::Model model = core::Model::load((tiny_dir("deepseek2") / "deepseek2-f16.gguf").string(),
                                               {.widen_f16_to_f32 = true});
   core::InCoreExpertSource experts(model);
   const auto tokens = all_tokens(load_manifest("deepseek2", "f32"));
   const auto one = run_chunked(model, tokens, tokens.size(), experts);
   CHECK(run_chunked(model, tokens, 5, experts) == one);
-  CHECK(run_chunked(model, tokens, 1, experts) == one);
+  const double d = max_abs_diff(run_chunked(model, tokens, 1, experts), one);
+  MESSAGE("one token per call vs one batch: max |logit diff| " << d);
+  CHECK(d <= 1e-4);
 }
 
 TEST_CASE("logits do not depend on the thread count") {

@@ -39,8 +39,8 @@ void rope_cache(const RopeParams& p, int64_t pos, std::span<float> cache) {
     float mscale = p.attn_factor;
     if (p.ext_factor != 0.0f) {
       const float ramp_mix = yarn_ramp(corr[0], corr[1], i0) * p.ext_factor;
-      theta = theta_interp * (1 - ramp_mix) + theta_extrap * ramp_mix;
-      mscale *= 1.0f + 0.1f * std::log(1.0f / p.freq_scale);
+      theta = std::fma(theta_interp, 1 - ramp_mix, theta_extrap * ramp_mix);  // contracted as in ggml
+      mscale *= std::fma(0.1f, std::log(1.0f / p.freq_scale), 1.0f);
     }
     cache[i0] = std::cos(theta) * mscale;
     cache[i0 + 1] = std::sin(theta) * mscale;
@@ -60,8 +60,10 @@ void rope_apply(const RopeParams& p, std::span<const float> cache, float* x, int
       const int b = p.mode == RopeMode::norm ? i0 + 1 : i0 / 2 + half;
       const float x0 = v[a];
       const float x1 = v[b];
-      v[a] = x0 * c - x1 * s;
-      v[b] = x0 * s + x1 * c;
+      // ggml is built with -march=native and GCC's default -ffp-contract=fast, which fuses the
+      // first product of each line: x0*c - x1*s -> fma(x0, c, -(x1*s)).
+      v[a] = std::fma(x0, c, -(x1 * s));
+      v[b] = std::fma(x0, s, x1 * c);
     }
   }
 }

@@ -3,6 +3,8 @@
 #include <cmath>
 #include <limits>
 
+#include "kernels/cpu/expf_ggml.h"
+
 namespace sluice::kernels {
 
 void softmax(std::span<float> x, float scale) {
@@ -12,10 +14,18 @@ void softmax(std::span<float> x, float scale) {
   }
   float max = -std::numeric_limits<float>::infinity();
   for (float v : x) max = v > max ? v : max;
+  // ggml_vec_soft_max_f32 (AVX-512): 16-lane blocks through ggml_v_expf, each block summed by
+  // _mm512_reduce_add_ps and added in double; the tail through libm expf.
   double sum = 0.0;
-  for (float& v : x) {
-    v = std::exp(v - max);
-    sum += static_cast<double>(v);
+  const size_t n_simd = x.size() / 16 * 16;
+  size_t i = 0;
+  for (; i < n_simd; i += 16) {
+    for (size_t k = 0; k < 16; ++k) x[i + k] = detail::ggml_v_expf(x[i + k] - max);
+    sum += static_cast<double>(detail::reduce_add_16(&x[i]));
+  }
+  for (; i < x.size(); ++i) {
+    x[i] = std::exp(x[i] - max);
+    sum += static_cast<double>(x[i]);
   }
   const float inv = static_cast<float>(1.0 / sum);
   for (float& v : x) v *= inv;
