@@ -3,7 +3,6 @@
 
 #include "core/kimi_k3_session.h"
 #include "kernels/activations.h"
-#include "kernels/ggml_simd.h"
 #include "kernels/kda.h"
 #include "kernels/kda_chunked.h"
 #include "kernels/short_conv.h"
@@ -24,7 +23,7 @@ void KimiK3Session::kda(int64_t il, int64_t n) {
     matmul(w[x]->matrix(), h_.data(), n, proj_.data());
     kernels::short_conv({proj_.data(), nd}, taps[x]->f32(), {conv_state + x * DI * (K - 1), static_cast<size_t>(DI * (K - 1))},
                         n, DI, K, {conv_out_[x].data(), nd}, conv_win_);
-    kernels::silu_simd({conv_out_[x].data(), nd}, DI, {conv_out_[x].data(), nd});
+    kernels::silu({conv_out_[x].data(), nd}, {conv_out_[x].data(), nd});  // ggml_v_expf blocks; DI % 16 == 0
   }
   float* q = conv_out_[0].data();
   float* k = conv_out_[1].data();

@@ -6,7 +6,8 @@
 #include "core/kimi_k3_session.h"
 #include "kernels/activations.h"
 #include "kernels/quant.h"
-#include "kernels/ggml_simd.h"
+#include "kernels/dot_f32.h"
+#include "kernels/softmax.h"
 
 namespace sluice::core {
 
@@ -46,7 +47,7 @@ void KimiK3Session::mla(int64_t il, int64_t n, int64_t start_pos) {
   for (int64_t h = 0; h < H; ++h) {
     for (int64_t t = 0; t < n; ++t)
       std::memcpy(q_nope_.data() + t * NOPE, q_.data() + (t * H + h) * DQK, static_cast<size_t>(NOPE) * sizeof(float));
-    matmul(L.wk_b.slice(h), q_nope_.data(), n, q_abs_.data());
+    matmul(L.wk_b.slice(h), q_nope_.data(), n, q_abs_.data(), MatKind::permuted);  // q_nope view
     for (int64_t t = 0; t < n; ++t) {
       float* qh = qh_.data() + (t * H + h) * R;
       std::memcpy(qh, q_abs_.data() + t * KL, static_cast<size_t>(KL) * sizeof(float));
@@ -57,16 +58,17 @@ void KimiK3Session::mla(int64_t il, int64_t n, int64_t start_pos) {
   // Causal softmax(Q_h . K / sqrt(d_qk)) over the cache, values = the latent part of each row;
   // then o_h = v_b_h o_lat_h, heads concatenated: [n][H * d_v]. The score row is padded to a whole
   // number of 16-value chunks with masked (-inf -> 0) entries, as ggml's soft_max sees llama.cpp's
-  // padded KV cells; KQ, softmax and the value sum follow ggml's float order (kernels/ggml_simd.h).
-  const int64_t W = kernels::kGgmlSimdWidth;
+  // padded KV cells; KQ, softmax and the value sum follow ggml's float order (kernels/dot_f32.h,
+  // kernels/softmax.h).
+  const int64_t W = 16;  // AVX-512 floats per vector on the reference build
   for (int64_t h = 0; h < H; ++h) {
     for (int64_t t = 0; t < n; ++t) {
       const float* qh = qh_.data() + (t * H + h) * R;
       const int64_t n_att = start_pos + t + 1, n_pad = (n_att + W - 1) / W * W;
       for (int64_t s = 0; s < n_pad; ++s)
         scores_[static_cast<size_t>(s)] =
-            s < n_att ? kernels::dot_f32_ggml(qh, kv_rows + s * R, R) : -std::numeric_limits<float>::infinity();
-      kernels::softmax_simd({scores_.data(), static_cast<size_t>(n_pad)}, c.kq_scale);
+            s < n_att ? kernels::dot_f32_ggml_vec(qh, kv_rows + s * R, R) : -std::numeric_limits<float>::infinity();
+      kernels::softmax({scores_.data(), static_cast<size_t>(n_pad)}, c.kq_scale);
       float* ol = o_lat_.data() + t * KL;
       for (int64_t i = 0; i < KL; ++i) {
         float* col = kv_col_.data();

@@ -4,7 +4,7 @@
 #include <cstring>
 
 #include "common/error.h"
-#include "kernels/ggml_simd.h"
+#include "kernels/dot_f32.h"
 #include "kernels/kda_chunked.h"
 #include "kernels/matvec.h"
 #include "kernels/quant.h"
@@ -63,7 +63,7 @@ KimiK3Session::KimiK3Session(const KimiK3Model& model, ExpertSource& experts, ke
     size(o_head_, B * c.v_head_dim);
     size(mla_o_, B * H * c.v_head_dim);
     size(gate_, B * H * c.v_head_dim);
-    const int64_t n_pad = (n_ctx + kernels::kGgmlSimdWidth - 1) / kernels::kGgmlSimdWidth * kernels::kGgmlSimdWidth;
+    const int64_t n_pad = (n_ctx + 15) / 16 * 16;  // whole 16-value soft_max blocks
     size(scores_, n_pad);
     size(kv_col_, n_pad);
     if (options.kv_type != GgmlType::F32) size(kv_f32_, n_ctx * R);
@@ -116,7 +116,17 @@ uint64_t KimiK3Session::scratch_bytes() const {
   return f * sizeof(float) + i * sizeof(int32_t) + mm_scratch_.size() + mix_rows_.size() * sizeof(float*);
 }
 
-void KimiK3Session::matmul(const kernels::WeightMatrix& w, const float* x, int64_t n, float* y) {
+void KimiK3Session::matmul(const kernels::WeightMatrix& w, const float* x, int64_t n, float* y, MatKind kind) {
+  const size_t nx = static_cast<size_t>(n * w.n_cols), ny = static_cast<size_t>(n * w.n_rows);
+  if (w.type == GgmlType::F32) {  // no conversion: a permuted activation stays on the vector path
+    kernels::matmul_f32_ggml(w, {x, nx}, n, {y, ny}, kind == MatKind::plain, pool_);
+    return;
+  }
+  if (w.type == GgmlType::F16 && w.n_cols <= 8192) {  // rounded to F16 first, then llamafile may take it
+    kernels::matmul_f16_ggml(w, {x, nx}, n, {y, ny}, kind != MatKind::mul_mat_id, false,
+                             {reinterpret_cast<float*>(mm_scratch_.data()), mm_scratch_.size() / sizeof(float)}, pool_);
+    return;
+  }
   kernels::matmul(w, {x, static_cast<size_t>(n * w.n_cols)}, n, {y, static_cast<size_t>(n * w.n_rows)},
                   mm_scratch_, pool_);
 }

@@ -87,7 +87,11 @@ class KimiK3Session {
   void route(int64_t il, int64_t n, int64_t start_pos);
   // u = MIX(stack, cur, w) for n tokens; u may be cur.
   void mix(const Tensor& w, int64_t n, const float* cur, float* u);
-  void matmul(const kernels::WeightMatrix& w, const float* x, int64_t n, float* y);
+  // How ggml meets this product, which decides its summation order and activation rounding
+  // (kernels/dot_f32.h; as core::Session): a plain mul_mat of a contiguous activation, a permuted
+  // activation (MLA's q_nope view), or mul_mat_id (routed experts).
+  enum class MatKind { plain, permuted, mul_mat_id };
+  void matmul(const kernels::WeightMatrix& w, const float* x, int64_t n, float* y, MatKind kind = MatKind::plain);
   void rms_norm(const float* x, const Tensor& w, int64_t n_rows, int64_t len, float* y);
 
   const KimiK3Model& model_;

@@ -17,7 +17,8 @@
 #include "core/kimi_k3_model.h"
 #include "core/kimi_k3_session.h"
 #include "kernels/activations.h"
-#include "kernels/ggml_simd.h"
+#include "kernels/dot_f32.h"
+#include "kernels/softmax.h"
 #include "kernels/kda.h"
 #include "kernels/kda_chunked.h"
 #include "kernels/res_mix.h"
@@ -84,7 +85,7 @@ std::vector<float> matmul_f32(const kernels::WeightMatrix& m, const std::vector<
   for (int64_t t = 0; t < n; ++t)
     for (int64_t r = 0; r < m.n_rows; ++r) {
       const float* row = reinterpret_cast<const float*>(m.data + r * m.row_stride);
-      y[t * m.n_rows + r] = vec_dot ? kernels::dot_f32_ggml(row, &x[t * m.n_cols], m.n_cols)
+      y[t * m.n_rows + r] = vec_dot ? kernels::dot_f32_ggml_vec(row, &x[t * m.n_cols], m.n_cols)
                                     : kernels::dot_f32_tinyblas(row, &x[t * m.n_cols], m.n_cols);
     }
   return y;
@@ -197,7 +198,7 @@ TEST_CASE("short conv with silu reproduces llama.cpp's q/k/v conv outputs bit fo
         const int64_t T = static_cast<int64_t>(p.size()) / DI;
         std::vector<float> y(p.size()), window(K - 1 + T);
         kernels::short_conv(p, taps[x]->f32(), state, T, DI, K, y, window);
-        kernels::silu_simd(y, DI, y);
+        kernels::silu(y, y);
         const std::vector<float> want =
             trace.get(call, "kda_" + std::string(names[x]) + "_conv-" + std::to_string(il));
         CAPTURE(call);
@@ -260,8 +261,8 @@ TEST_CASE("MLA attention core (KQ, soft_max, value sum) reproduces llama.cpp's p
       for (int64_t i = 0; i < KL; ++i) Q[i] = q_abs[t * KL + i];
       for (int64_t i = 0; i < ROPE; ++i) Q[KL + i] = q[(t * H + hh) * DQK + NOPE + i];
       for (int64_t s = 0; s < CELLS; ++s)
-        p[s] = s <= t ? kernels::dot_f32_ggml(Q.data(), &kv[s * R], R) : -std::numeric_limits<float>::infinity();
-      kernels::softmax_simd(p, c.kq_scale);
+        p[s] = s <= t ? kernels::dot_f32_ggml_vec(Q.data(), &kv[s * R], R) : -std::numeric_limits<float>::infinity();
+      kernels::softmax(p, c.kq_scale);
       for (int64_t s = 0; s < CELLS; ++s) p_diff = std::max(p_diff, std::abs(double(p[s]) - want_p[(hh * T + t) * CELLS + s]));
       for (int64_t i = 0; i < KL; ++i) {
         for (int64_t s = 0; s < CELLS; ++s) col[s] = s <= t ? kv[s * R + i] : 0.0f;

@@ -1,6 +1,6 @@
 #include "kernels/kda.h"
 
-#include "kernels/ggml_simd.h"
+#include "kernels/dot_f32.h"
 
 #include <cmath>
 #include <limits>
@@ -56,10 +56,10 @@ void kda_recurrence(std::span<const float> q, std::span<const float> k, std::spa
         const float* qt = q.data() + base;
         const float* gt = exp_g.data() + base;
         for (int64_t i = 0; i < D; ++i) row[i] *= gt[i];
-        const float kv = dot_f32_ggml(row, kt, D);
+        const float kv = dot_f32_ggml_vec(row, kt, D);
         const float delta = (v[base + j] - kv) * beta[t * H + h];
         for (int64_t i = 0; i < D; ++i) row[i] = std::fma(kt[i], delta, row[i]);  // ggml_vec_mad_f32
-        out[base + j] = dot_f32_ggml(row, qt, D) * scale;
+        out[base + j] = dot_f32_ggml_vec(row, qt, D) * scale;
       }
     }
   });
