@@ -51,13 +51,13 @@ void KimiK3Session::route(int64_t il, int64_t n, int64_t start_pos) {
     int32_t* ids = route_ids_.data() + t * k;
     float* w = route_w_.data() + t * k;
     kernels::top_k({sel, static_cast<size_t>(NE)}, {ids, static_cast<size_t>(k)});
-    float sum = 0.0f;
+    double sum = 0.0;  // ggml_sum_rows accumulates in double
     for (int64_t j = 0; j < k; ++j) {
       w[j] = p[ids[j]];
-      sum += w[j];
+      sum += static_cast<double>(w[j]);
     }
     if (c.expert_weights_norm) {
-      const float denom = std::max(sum, 6.103515625e-5f);
+      const float denom = std::max(static_cast<float>(sum), 6.103515625e-5f);
       for (int64_t j = 0; j < k; ++j) w[j] /= denom;
     }
     if (c.expert_weights_scale != 0.0f && c.expert_weights_scale != 1.0f)

@@ -65,15 +65,23 @@ void KimiK3Session::mla(int64_t il, int64_t n, int64_t start_pos) {
     for (int64_t t = 0; t < n; ++t) {
       const float* qh = qh_.data() + (t * H + h) * R;
       const int64_t n_att = start_pos + t + 1, n_pad = (n_att + W - 1) / W * W;
+      const int64_t n_val = (n_att + 63) / 64 * 64;  // zero-padded cells for the one-token vector dot
       for (int64_t s = 0; s < n_pad; ++s)
         scores_[static_cast<size_t>(s)] =
             s < n_att ? kernels::dot_f32_ggml_vec(qh, kv_rows + s * R, R) : -std::numeric_limits<float>::infinity();
       kernels::softmax({scores_.data(), static_cast<size_t>(n_pad)}, c.kq_scale);
+      for (int64_t s = n_pad; s < n_val; ++s) scores_[static_cast<size_t>(s)] = 0.0f;
       float* ol = o_lat_.data() + t * KL;
       for (int64_t i = 0; i < KL; ++i) {
         float* col = kv_col_.data();
-        for (int64_t s = 0; s < n_pad; ++s) col[s] = s < n_att ? kv_rows[s * R + i] : 0.0f;
-        ol[i] = kernels::dot_f32_tinyblas(scores_.data(), col, n_pad);
+        // A batch sums the values with tinyBLAS, a single token with ggml_vec_dot_f32 (as matmuls).
+        if (n == 1) {
+          for (int64_t s = 0; s < n_val; ++s) col[s] = s < n_att ? kv_rows[s * R + i] : 0.0f;
+          ol[i] = kernels::dot_f32_ggml_vec(scores_.data(), col, n_val);
+        } else {
+          for (int64_t s = 0; s < n_pad; ++s) col[s] = s < n_att ? kv_rows[s * R + i] : 0.0f;
+          ol[i] = kernels::dot_f32_tinyblas(scores_.data(), col, n_pad);
+        }
       }
     }
     matmul(L.wv_b.slice(h), o_lat_.data(), n, o_head_.data());

@@ -63,7 +63,7 @@ KimiK3Session::KimiK3Session(const KimiK3Model& model, ExpertSource& experts, ke
     size(o_head_, B * c.v_head_dim);
     size(mla_o_, B * H * c.v_head_dim);
     size(gate_, B * H * c.v_head_dim);
-    const int64_t n_pad = (n_ctx + 15) / 16 * 16;  // whole 16-value soft_max blocks
+    const int64_t n_pad = (n_ctx + 63) / 64 * 64;  // whole soft_max blocks and vector-dot steps
     size(scores_, n_pad);
     size(kv_col_, n_pad);
     if (options.kv_type != GgmlType::F32) size(kv_f32_, n_ctx * R);
