@@ -96,11 +96,11 @@ void KimiK3Session::ffn_moe(int64_t il, int64_t n, int64_t start_pos) {
     {
       ExpertPin pin(experts_, static_cast<int>(il), e);
       const ExpertWeights& w = pin.weights();
-      matmul(w.gate, xe_.data(), m, ge_.data(), MatKind::mul_mat_id);
-      matmul(w.up, xe_.data(), m, ue_.data(), MatKind::mul_mat_id);
+      matmul(w.gate, xe_.data(), m, ge_.data(), MatKind::vector);
+      matmul(w.up, xe_.data(), m, ue_.data(), MatKind::vector);
       const size_t nf = static_cast<size_t>(m * FF);
       kernels::situ({ge_.data(), nf}, {ue_.data(), nf}, c.situ_beta, c.situ_lin_beta, {ge_.data(), nf});
-      matmul(w.down, ge_.data(), m, ye_.data(), MatKind::mul_mat_id);
+      matmul(w.down, ge_.data(), m, ye_.data(), MatKind::vector);
     }
     for (int64_t j = 0; j < m; ++j)
       std::memcpy(expert_out_.data() + gather_[static_cast<size_t>(j)] * LW, ye_.data() + j * LW,

@@ -36,9 +36,9 @@ void KimiK3Session::kda(int64_t il, int64_t n) {
   for (int64_t t = 0; t < n; ++t)
     for (int64_t i = 0; i < DI; ++i) z_[static_cast<size_t>(t * DI + i)] += dt[static_cast<size_t>(i)];
   kernels::kda_decay_gate({z_.data(), nd}, L.ssm_a.f32(), c.gate_lower_bound, H, D, {g_.data(), nd});
-  // llama.cpp meets this [n_embd, n_head] product on ggml's vector path, not tinyBLAS (bit-exact on
-  // its trace of the tiny model; untested for n_head > 2).
-  matmul(L.w_beta.matrix(), h_.data(), n, beta_.data(), MatKind::permuted);
+  // llama.cpp meets this [n_embd, n_head] product on ggml's vector path, not tinyBLAS (F32 and F16
+  // logits bit-exact on the tiny model; not checked for n_head > 2).
+  matmul(L.w_beta.matrix(), h_.data(), n, beta_.data(), MatKind::vector);
   kernels::sigmoid({beta_.data(), static_cast<size_t>(n * H)}, {beta_.data(), static_cast<size_t>(n * H)});
 
   // Per-head L2 norm of q and k, then the gated delta rule over the batch.

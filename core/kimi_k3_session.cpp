@@ -123,7 +123,7 @@ void KimiK3Session::matmul(const kernels::WeightMatrix& w, const float* x, int64
     return;
   }
   if (w.type == GgmlType::F16 && w.n_cols <= 8192) {  // rounded to F16 first, then llamafile may take it
-    kernels::matmul_f16_ggml(w, {x, nx}, n, {y, ny}, kind != MatKind::mul_mat_id, false,
+    kernels::matmul_f16_ggml(w, {x, nx}, n, {y, ny}, kind != MatKind::vector, false,
                              {reinterpret_cast<float*>(mm_scratch_.data()), mm_scratch_.size() / sizeof(float)}, pool_);
     return;
   }

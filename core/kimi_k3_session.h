@@ -89,8 +89,9 @@ class KimiK3Session {
   void mix(const Tensor& w, int64_t n, const float* cur, float* u);
   // How ggml meets this product, which decides its summation order and activation rounding
   // (kernels/dot_f32.h; as core::Session): a plain mul_mat of a contiguous activation, a permuted
-  // activation (MLA's q_nope view), or mul_mat_id (routed experts).
-  enum class MatKind { plain, permuted, mul_mat_id };
+  // activation (MLA's q_nope view), or ggml's vector path (mul_mat_id of the routed experts, and the
+  // KDA beta product, which llama.cpp also runs there).
+  enum class MatKind { plain, permuted, vector };
   void matmul(const kernels::WeightMatrix& w, const float* x, int64_t n, float* y, MatKind kind = MatKind::plain);
   void rms_norm(const float* x, const Tensor& w, int64_t n_rows, int64_t len, float* y);
 
