@@ -15,6 +15,8 @@
 #include "core/kimi_k3_model.h"
 #include "core/kimi_k3_session.h"
 #include "core/tokenizer.h"
+#include "common/error.h"
+#include "io/pread_reader.h"
 #include "kernels/thread_pool.h"
 #include "tests/test_support.h"
 
@@ -241,4 +243,57 @@ TEST_CASE("kimi-k3 with an F16 MLA cache or the chunked KDA prefill stays within
   MESSAGE(describe("f32 weights, chunked KDA prefill", chunked, ref.gen.size()));
   CHECK(chunked.max_diff <= 1e-3);
   CHECK(chunked.greedy_equal == static_cast<int>(ref.gen.size()));
+}
+
+namespace {
+
+// Reads each acquired expert's gate/up/down slices from the file (no caching): what an out-of-core
+// source does, through the same ExpertSource interface the in-core model serves.
+class FileExperts final : public core::ExpertSource {
+ public:
+  FileExperts(const std::string& path, const core::KimiK3Model& model) : reader_(path), model_(model) {}
+  core::ExpertWeights acquire(int layer, int expert) override {
+    ++acquired;
+    const std::string b = "blk." + std::to_string(layer) + ".";
+    auto slice = [&](const char* name, std::vector<std::byte>& buf) {
+      const core::GgufTensorInfo& t = model_.gguf().tensor(b + name);
+      const uint64_t bytes = t.row_bytes * static_cast<uint64_t>(t.ne[1]);
+      buf.resize(bytes);
+      reader_.read_sync(t.file_offset + bytes * static_cast<uint64_t>(expert), buf);
+      return kernels::WeightMatrix{t.type, buf.data(), t.ne[0], t.ne[1], t.row_bytes};
+    };
+    return {slice("ffn_gate_exps.weight", gate_), slice("ffn_up_exps.weight", up_), slice("ffn_down_exps.weight", down_)};
+  }
+  void release(int, int) override {}
+  int acquired = 0;
+
+ private:
+  io::PreadReader reader_;
+  const core::KimiK3Model& model_;
+  std::vector<std::byte> gate_, up_, down_;
+};
+
+}  // namespace
+
+TEST_CASE("kimi-k3 routed experts streamed from the file through ExpertSource give bit-identical logits") {
+  const fs::path gguf = k3_dir() / "kimi-k3-q8_0.gguf";
+  if (!fs::exists(gguf)) {
+    MESSAGE("skipped: " << gguf << " not found");
+    return;
+  }
+  auto full = core::KimiK3Model::load(gguf.string());
+  auto lean = core::KimiK3Model::load(gguf.string(), {.load_routed_experts = false});
+  CHECK(lean->weight_bytes() < full->weight_bytes());
+  CHECK_THROWS_AS(core::KimiK3InCoreExperts{*lean}, Error);
+  const Reference ref = load_reference("q8_0");
+  kernels::ThreadPool pool(2);
+  core::KimiK3InCoreExperts in_core(*full);
+  FileExperts streamed(gguf.string(), *lean);
+  core::KimiK3Session a(*full, in_core, pool, {.n_ctx = 64, .n_batch = 64, .kv_type = GgmlType::F32});
+  core::KimiK3Session b(*lean, streamed, pool, {.n_ctx = 64, .n_batch = 64, .kv_type = GgmlType::F32});
+  const auto la = a.forward(ref.prompt, 0);
+  const std::vector<float> first(la.begin(), la.end());
+  const auto lb = b.forward(ref.prompt, 0);
+  CHECK(std::equal(first.begin(), first.end(), lb.begin(), lb.end()));
+  CHECK(streamed.acquired > 0);
 }
