@@ -18,12 +18,12 @@ uint64_t CachePlan::total_slots() const {
   return n;
 }
 
-CachePlan plan_cache(const ShardLayout& layout, uint64_t budget_bytes) {
+CachePlan plan_cache(const ShardLayout& layout, uint64_t budget_bytes, uint32_t alignment) {
   CachePlan plan;
   std::map<uint64_t, size_t> by_size;
   plan.class_of_layer.resize(layout.n_layer());
   for (uint32_t l = 0; l < layout.n_layer(); ++l) {
-    uint64_t sb = slot_bytes(layout, l);
+    uint64_t sb = slot_bytes(layout, l, alignment);
     auto [it, inserted] = by_size.try_emplace(sb, plan.classes.size());
     if (inserted) plan.classes.push_back({sb, 0, 0, {}});
     plan.classes[it->second].layers.push_back(l);

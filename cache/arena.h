@@ -36,7 +36,8 @@ struct CachePlan {
 };
 
 // Throws Error(budget) when budget_bytes < min_bytes, stating the minimum and why.
-CachePlan plan_cache(const ShardLayout& layout, uint64_t budget_bytes);
+// `alignment` is the reader's (shard_layout.h): it sizes the placement pad in each slot.
+CachePlan plan_cache(const ShardLayout& layout, uint64_t budget_bytes, uint32_t alignment = 1);
 
 class Arena {
  public:

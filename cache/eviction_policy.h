@@ -58,6 +58,11 @@ struct ExpertProfile {
   // expert last used g visits (tokens) ago at its layer was used at the next visit.
   std::vector<double> reuse_trials;
   std::vector<double> reuse_hits;
+  // Layer-to-layer transitions within a token: transitions[(l * E + i) * E + j] counts tokens
+  // that chose i at layer l-1 and j at layer l; transition_src[l * E + i] counts tokens that
+  // chose i at layer l-1 (l >= 1; layer 0 rows stay zero). Empty when not collected.
+  std::vector<double> transitions;
+  std::vector<double> transition_src;
   bool empty() const { return counts.empty(); }
   double count(ShardKey k) const { return counts[shard_index(k, n_expert)]; }
 };
@@ -82,8 +87,8 @@ struct PolicyOptions {
   double freq_lambda = 0.1;                // freq (LRFU): weight of an access halves per 1/λ tokens
   double hot_fraction = 0.5;               // hot-pin: share of capacity pinned by profile
   double predict_freq_weight = 0.5;        // predict: exponent on relative expert frequency
-  int predict_score = 0;                   // predict: 0 expected next use, 1 hit density p/d
-  bool predict_runs = false;               // predict: condition reuse on the run of consecutive uses
+  uint32_t predict_horizon = 0;            // predict: layers ahead scored by layer-to-layer transitions
+  double predict_profile_tokens = 8;       // predict: weight of the profile's frequencies, in tokens
 };
 
 // Names: lru, lfu, lru-quota, freq, hot-pin, predict, belady.
@@ -101,7 +106,7 @@ std::unique_ptr<EvictionPolicy> make_lru_quota_policy();
 std::unique_ptr<EvictionPolicy> make_freq_policy(double lambda);
 std::unique_ptr<EvictionPolicy> make_hot_pin_policy(const ExpertProfile& profile, double hot_fraction);
 std::unique_ptr<EvictionPolicy> make_predict_policy(const ExpertProfile* profile, double freq_weight,
-                                                    int score = 0, bool runs = false);
+                                                    uint32_t horizon, double profile_tokens);
 std::unique_ptr<EvictionPolicy> make_belady_policy(std::span<const ShardKey> future);
 
 }  // namespace sluice::cache

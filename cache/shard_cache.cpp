@@ -1,26 +1,13 @@
+// ShardCache, table side: construction, reservation and eviction, issuing reads, pins, stats.
+// The landing side (reaping, verification, waiting) is in shard_cache_landing.cpp.
 #include "cache/shard_cache.h"
 
 #include <algorithm>
 #include <array>
-#include <cstdio>
 
 #include "common/units.h"
 
 namespace sluice::cache {
-namespace {
-
-uint64_t ns_since(std::chrono::steady_clock::time_point t0) {
-  return static_cast<uint64_t>(
-      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count());
-}
-
-std::string hex64(uint64_t v) {
-  char buf[24];
-  std::snprintf(buf, sizeof buf, "0x%016llx", static_cast<unsigned long long>(v));
-  return buf;
-}
-
-}  // namespace
 
 void CacheCounters::add(const CacheCounters& o) {
   hits += o.hits;
@@ -55,7 +42,8 @@ std::span<const std::byte> ShardCache::Pin::bytes() const {
 
 std::span<const std::byte> ShardCache::Pin::tensor(size_t index) const {
   if (cache_ == nullptr) return {};
-  const ShardExtent& e = cache_->extents_of_layer_[key_.layer].at(index);
+  if (index >= cache_->layout_.layers[key_.layer].tensors.size()) return {};
+  ShardExtent e = shard_extent(cache_->layout_, key_, static_cast<uint32_t>(index), cache_->alignment_);
   return {cache_->slots_[slot_].data + e.slot_offset, e.length};
 }
 
@@ -71,16 +59,16 @@ void ShardCache::Pin::release() {
 ShardCache::ShardCache(ShardLayout layout, io::Reader& reader, ShardCacheOptions options)
     : layout_(std::move(layout)), reader_(reader), options_(std::move(options)) {
   validate_layout(layout_, reader_.file_size());
-  if (!options_.checksums.empty() && options_.checksums.size() != layout_.n_shards()) {
-    throw Error(ErrorCode::invalid_argument, "checksum manifest has " + std::to_string(options_.checksums.size()) +
-                                                 " entries for " + std::to_string(layout_.n_shards()) + " shards");
+  verifying_ = static_cast<bool>(options_.verify);
+  for (const auto& l : layout_.layers) {
+    for (const auto& t : l.tensors) verifying_ = verifying_ || !t.digests.empty();
   }
-  plan_ = plan_cache(layout_, options_.budget_bytes);
+  alignment_ = usable_alignment(reader_.alignment());
+  plan_ = plan_cache(layout_, options_.budget_bytes, alignment_);
   policy_ = make_policy(options_.policy, options_.policy_options);
   policy_->reset({layout_.n_layer(), layout_.n_expert, layout_.n_expert_used, plan_.total_slots()});
   arena_ = std::make_unique<Arena>(plan_.arena_bytes);
 
-  for (uint32_t l = 0; l < layout_.n_layer(); ++l) extents_of_layer_.push_back(shard_extents(layout_, {l, 0}));
   slots_.resize(plan_.total_slots());
   class_slots_.resize(plan_.classes.size());
   free_slots_.resize(plan_.classes.size());
@@ -99,6 +87,8 @@ ShardCache::ShardCache(ShardLayout layout, io::Reader& reader, ShardCacheOptions
   size_t max_tensors = 0;
   for (const auto& l : layout_.layers) max_tensors = std::max(max_tensors, l.tensors.size());
   requests_.reserve(max_tensors);
+  extent_scratch_.reserve(max_tensors);
+  if (arena_->size() > 0) reader_.register_buffer({arena_->data(), arena_->size()});
   candidates_.reserve(slots_.size());
   candidate_slots_.reserve(slots_.size());
 }
@@ -116,8 +106,15 @@ ShardCache::~ShardCache() {
         landed_.wait(lock);
       }
     }
+    reader_.register_buffer({});
   } catch (...) {
   }
+}
+
+void ShardCache::extents_of(ShardKey key, std::vector<ShardExtent>& out) const {
+  out.clear();
+  const uint32_t n = static_cast<uint32_t>(layout_.layers[key.layer].tensors.size());
+  for (uint32_t i = 0; i < n; ++i) out.push_back(shard_extent(layout_, key, i, alignment_));
 }
 
 void ShardCache::check_key(ShardKey key) const {
@@ -194,14 +191,13 @@ int64_t ShardCache::reserve_locked(std::unique_lock<std::mutex>& lock, ShardKey 
 
 void ShardCache::issue_locked(uint32_t slot) {
   Slot& x = slots_[slot];
-  const auto& tensors = layout_.layers[x.key.layer].tensors;
-  const auto& ext = extents_of_layer_[x.key.layer];
+  extents_of(x.key, extent_scratch_);
   requests_.clear();
   uint64_t total = 0;
-  for (size_t i = 0; i < ext.size(); ++i) {
-    uint64_t offset = tensors[i].file_offset + x.key.expert * tensors[i].expert_stride;
-    requests_.push_back({offset, ext[i].length, x.data + ext[i].slot_offset, (static_cast<uint64_t>(slot) << 16) | i});
-    total += ext[i].length;
+  for (size_t i = 0; i < extent_scratch_.size(); ++i) {
+    const ShardExtent& e = extent_scratch_[i];
+    requests_.push_back({e.file_offset, e.length, x.data + e.slot_offset, (static_cast<uint64_t>(slot) << 16) | i});
+    total += e.length;
   }
   x.state = State::reading;
   x.error.clear();
@@ -217,107 +213,6 @@ void ShardCache::issue_locked(uint32_t slot) {
     x.error = to_string(x.key) + ": cannot submit reads: " + e.what();
     if (x.speculative) --speculative_in_flight_, x.speculative = false;
     if (x.pins == 0) free_slot_locked(slot);
-  }
-}
-
-void ShardCache::drive_io_locked(std::unique_lock<std::mutex>& lock) {
-  reaping_ = true;
-  lock.unlock();
-  std::array<io::Completion, 64> done;
-  size_t n = 0;
-  try {
-    n = reader_.reap(done, 1);
-  } catch (...) {
-    lock.lock();
-    reaping_ = false;
-    landed_.notify_all();
-    throw;
-  }
-  lock.lock();
-  landed_scratch_.clear();
-  for (size_t i = 0; i < n; ++i) {
-    const io::Completion& c = done[i];
-    uint32_t slot = static_cast<uint32_t>(c.request.tag >> 16);
-    uint32_t ext = static_cast<uint32_t>(c.request.tag & 0xffff);
-    Slot& x = slots_[slot];
-    if (c.result != static_cast<int64_t>(c.request.length) && x.error.empty()) {
-      const TensorSlice& t = layout_.layers[x.key.layer].tensors[ext];
-      std::string why = c.result < 0 ? io::describe_read_failure(reader_.path(), c.request.offset, c.request.length,
-                                                                 c.result)
-                                     : "short read of " + std::to_string(c.result) + " of " +
-                                           std::to_string(c.request.length) + " bytes at offset " +
-                                           std::to_string(c.request.offset) + " of '" + reader_.path() + "'";
-      x.error_code = ErrorCode::io_error;
-      x.error = to_string(x.key) + ", tensor '" + t.name + "' (slice at offset " + std::to_string(c.request.offset) +
-                ", " + std::to_string(c.request.length) + " bytes): " + why;
-    }
-    if (x.pending > 0 && --x.pending == 0) landed_scratch_.push_back(slot);
-  }
-  // Verify outside the lock: the slots stay `reading` (not evictable) and we still hold the
-  // reaper role, so nobody else touches them.
-  const bool verify = !options_.checksums.empty() || static_cast<bool>(options_.verify);
-  if (verify && !landed_scratch_.empty()) {
-    std::vector<uint32_t> landed = landed_scratch_;
-    lock.unlock();
-    std::vector<std::pair<ErrorCode, std::string>> verdicts(landed.size(), {ErrorCode::io_error, ""});
-    for (size_t i = 0; i < landed.size(); ++i) {
-      const Slot& x = slots_[landed[i]];
-      if (!x.error.empty()) continue;
-      const auto& ext = extents_of_layer_[x.key.layer];
-      size_t idx = shard_index(x.key, layout_.n_expert);
-      try {
-        if (!options_.checksums.empty() && options_.checksums[idx] != 0) {
-          std::span<const std::byte> bytes(x.data, plan_.classes[x.size_class].slot_bytes);
-          uint64_t got = shard_checksum(bytes, ext);
-          if (got != options_.checksums[idx]) {
-            verdicts[i] = {ErrorCode::corrupt_data, to_string(x.key) + ": XXH3-64 of the landed bytes is " + hex64(got) +
-                                                        " but the manifest says " + hex64(options_.checksums[idx]) +
-                                                        " (tensor '" + layout_.layers[x.key.layer].tensors[0].name +
-                                                        "' and siblings, first at offset " +
-                                                        std::to_string(layout_.layers[x.key.layer].tensors[0].file_offset +
-                                                                       x.key.expert * layout_.layers[x.key.layer].tensors[0].expert_stride) +
-                                                        ")"};
-            continue;
-          }
-        }
-        if (options_.verify) {
-          options_.verify(x.key, std::span<const std::byte>(x.data, plan_.classes[x.size_class].slot_bytes));
-        }
-      } catch (const Error& e) {
-        verdicts[i] = {e.code(), to_string(x.key) + ": " + e.what()};
-      }
-    }
-    lock.lock();
-    for (size_t i = 0; i < landed.size(); ++i) {
-      if (!verdicts[i].second.empty()) {
-        slots_[landed[i]].error_code = verdicts[i].first;
-        slots_[landed[i]].error = verdicts[i].second;
-      }
-    }
-    landed_scratch_ = std::move(landed);
-  }
-  for (uint32_t slot : landed_scratch_) finish_landed_locked(slot, ++landed_counter_);
-  reaping_ = false;
-  landed_.notify_all();
-}
-
-void ShardCache::finish_landed_locked(uint32_t slot, uint64_t seq) {
-  Slot& x = slots_[slot];
-  CacheCounters& c = counters_[x.key.layer];
-  uint64_t ns = ns_since(x.issued);
-  ++c.reads_landed;
-  c.read_ns += ns;
-  c.read_ns_max = std::max(c.read_ns_max, ns);
-  x.landed_seq = seq;
-  if (x.speculative) {
-    --speculative_in_flight_;
-    x.speculative = false;
-  }
-  if (!x.error.empty()) {
-    x.state = State::failed;
-    if (x.pins == 0) free_slot_locked(slot);
-  } else {
-    x.state = State::ready;
   }
 }
 
@@ -340,11 +235,42 @@ void ShardCache::release(uint32_t slot) {
 }
 
 ShardCache::Pin ShardCache::acquire(ShardKey key) {
-  auto pins = acquire_all(std::span<const ShardKey>(&key, 1));
-  return std::move(pins[0]);
+  Pin pin;
+  acquire_all(std::span<const ShardKey>(&key, 1), std::span<Pin>(&pin, 1));
+  return pin;
 }
 
 std::vector<ShardCache::Pin> ShardCache::acquire_all(std::span<const ShardKey> keys) {
+  std::vector<Pin> pins(keys.size());
+  acquire_all(keys, pins);
+  return pins;
+}
+
+void ShardCache::acquire_all(std::span<const ShardKey> keys, std::span<Pin> out) {
+  if (out.size() != keys.size()) {
+    throw Error(ErrorCode::invalid_argument, "acquire_all: " + std::to_string(keys.size()) + " keys but room for " +
+                                                 std::to_string(out.size()) + " pins");
+  }
+  for (Pin& p : out) p.release();
+  // Per-call bookkeeping on the stack for the usual top-k (no allocation per token).
+  constexpr size_t kInline = 64;
+  std::array<int64_t, kInline> held_inline;
+  std::array<uint8_t, kInline> resident_inline;
+  std::vector<int64_t> held_heap;
+  std::vector<uint8_t> resident_heap;
+  std::span<int64_t> held;
+  std::span<uint8_t> was_resident;
+  if (keys.size() <= kInline) {
+    held = std::span<int64_t>(held_inline.data(), keys.size());
+    was_resident = std::span<uint8_t>(resident_inline.data(), keys.size());
+  } else {
+    held_heap.resize(keys.size());
+    resident_heap.resize(keys.size());
+    held = held_heap;
+    was_resident = resident_heap;
+  }
+  std::fill(held.begin(), held.end(), -1);
+  std::fill(was_resident.begin(), was_resident.end(), 0);
   std::unique_lock lock(mutex_);
   for (size_t i = 0; i < keys.size(); ++i) {
     check_key(keys[i]);
@@ -354,8 +280,6 @@ std::vector<ShardCache::Pin> ShardCache::acquire_all(std::span<const ShardKey> k
       }
     }
   }
-  std::vector<int64_t> held(keys.size(), -1);
-  std::vector<uint8_t> was_resident(keys.size(), 0);
   // Pin what is resident first, so this step's misses cannot evict this step's hits.
   for (size_t i = 0; i < keys.size(); ++i) {
     int64_t s = slot_of_[shard_index(keys[i], layout_.n_expert)];
@@ -412,10 +336,8 @@ std::vector<ShardCache::Pin> ShardCache::acquire_all(std::span<const ShardKey> k
     }
     throw;
   }
-  std::vector<Pin> pins;
-  pins.reserve(keys.size());
-  for (size_t i = 0; i < keys.size(); ++i) pins.push_back(Pin(this, static_cast<uint32_t>(held[i]), keys[i]));
-  return pins;
+  lock.unlock();
+  for (size_t i = 0; i < keys.size(); ++i) out[i] = Pin(this, static_cast<uint32_t>(held[i]), keys[i]);
 }
 
 bool ShardCache::prefetch(ShardKey key) {
@@ -436,60 +358,6 @@ bool ShardCache::prefetch(ShardKey key) {
   policy_->on_insert(key);
   issue_locked(static_cast<uint32_t>(s));
   return true;
-}
-
-void ShardCache::throw_failed(const Slot& s) const { throw Error(s.error_code, s.error); }
-
-void ShardCache::wait(const Pin& pin) {
-  if (!pin || pin.cache_ != this) throw Error(ErrorCode::invalid_argument, "wait: empty or foreign pin");
-  std::unique_lock lock(mutex_);
-  auto t0 = std::chrono::steady_clock::now();
-  bool blocked = false;
-  for (;;) {
-    const Slot& x = slots_[pin.slot_];
-    if (x.state == State::ready || x.state == State::failed) break;
-    blocked = true;
-    if (!reaping_) {
-      drive_io_locked(lock);
-    } else {
-      landed_.wait(lock);
-    }
-  }
-  if (blocked) counters_[pin.key_.layer].io_wait_ns += ns_since(t0);
-  if (slots_[pin.slot_].state == State::failed) throw_failed(slots_[pin.slot_]);
-}
-
-size_t ShardCache::wait_any(std::span<const Pin> pins) {
-  std::unique_lock lock(mutex_);
-  auto t0 = std::chrono::steady_clock::now();
-  bool blocked = false;
-  for (;;) {
-    size_t best = SIZE_MAX;
-    bool any = false;
-    for (size_t i = 0; i < pins.size(); ++i) {
-      if (!pins[i] || pins[i].cache_ != this) continue;
-      any = true;
-      const Slot& x = slots_[pins[i].slot_];
-      if (x.state == State::failed) {
-        if (blocked) counters_[pins[i].key_.layer].io_wait_ns += ns_since(t0);
-        throw_failed(x);
-      }
-      if (x.state == State::ready && (best == SIZE_MAX || x.landed_seq < slots_[pins[best].slot_].landed_seq)) {
-        best = i;
-      }
-    }
-    if (!any) throw Error(ErrorCode::invalid_argument, "wait_any: no pin to wait for");
-    if (best != SIZE_MAX) {
-      if (blocked) counters_[pins[best].key_.layer].io_wait_ns += ns_since(t0);
-      return best;
-    }
-    blocked = true;
-    if (!reaping_) {
-      drive_io_locked(lock);
-    } else {
-      landed_.wait(lock);
-    }
-  }
 }
 
 bool ShardCache::is_resident(ShardKey key) const {

@@ -10,26 +10,27 @@
 // size class. Pinned or reading slots are never evicted. When no slot can be had, acquire throws
 // Error(budget) rather than allocate: the arena is the ceiling.
 //
-// How the forward pass uses it, per MoE layer (router picked `experts`):
+// How the forward pass uses it, per MoE layer (router picked `keys`, K of them):
 //
-//   cache.begin_token();                                   // once per decode step
-//   std::vector<ShardCache::Pin> pins = cache.acquire_all(keys);  // hits pinned, misses issued
-//   for (size_t n = 0; n < pins.size(); ++n) {
-//     size_t i = cache.wait_any(pins);       // a landed shard, in completion order
+//   cache.begin_token();                          // once per decode step (policy aging)
+//   cache.acquire_all(keys, pins);                // pins: K caller-owned Pins, reused per layer;
+//                                                 // hits pinned, misses reserved + reads issued
+//   for (size_t n = 0; n < keys.size(); ++n) {
+//     size_t i = cache.wait_any(pins);            // a landed shard, in completion order
 //     run_expert(pins[i].tensor(0), pins[i].tensor(1), pins[i].tensor(2));  // gate, up, down
-//     pins[i].release();                     // now evictable
+//     pins[i].release();                          // now evictable
 //   }
 //
 // acquire_all pins every resident shard of the step before loading any missing one, so one
 // expert's miss never evicts another expert of the same step. Pins are RAII: dropping one
 // releases it. wait/wait_any throw Error(io_error) naming the tensor, expert, file offset and
-// errno for a failed read, Error(corrupt_data) when a checksum does not match; the failed shard
+// errno for a failed read, Error(corrupt_data) when a slice's XXH3-64 differs from its digest; the failed shard
 // leaves the table when its last pin goes, so a later acquire retries the read.
 //
 // IO: the cache owns the reader's asynchronous side (it alone submits and reaps; read_sync from
 // set-up code is fine). Completions are reaped by whichever thread waits: one thread at a time
-// reaps while the others sleep on a condition variable. Checksums are verified on landing by
-// the reaping thread, outside the lock.
+// reaps while the others sleep on a condition variable. Digests (TensorSlice::digests) are
+// verified on landing by the reaping thread, outside the lock, before anyone can use the shard.
 //
 // Prefetch: prefetch(key) starts a speculative load if the shard is absent, a slot is free or
 // evictable, and fewer than max_speculative_in_flight speculative loads are pending. It never
@@ -37,7 +38,8 @@
 // hit/miss statistics count demand accesses. A later acquire of it is a hit.
 //
 // Thread safety: all methods may be called from any thread; Pin objects may move between
-// threads. One mutex guards the table; reads are submitted under it.
+// threads. One mutex guards the table; reads are submitted under it. The reader must outlive
+// the cache, and every Pin must be gone before the cache is destroyed.
 #pragma once
 
 #include <chrono>
@@ -62,9 +64,8 @@ struct ShardCacheOptions {
   uint64_t budget_bytes = 0;  // the expert cache's share of --budget; the arena never exceeds it
   std::string policy = "lru";
   PolicyOptions policy_options;
-  // Optional XXH3-64 per shard (shard_index order; 0 = unknown, skip). Empty: no verification.
-  std::vector<uint64_t> checksums;
-  // Optional hook run on every landed shard after the checksum; throw sluice::Error to reject.
+  // Checksums come with the layout (TensorSlice::digests, from core::ShardIndex). This optional
+  // hook runs on every landed shard after them; throw sluice::Error to reject the shard.
   std::function<void(ShardKey, std::span<const std::byte>)> verify;
   uint32_t max_speculative_in_flight = 8;
 };
@@ -119,10 +120,13 @@ class ShardCache {
     ShardKey key_;
   };
 
-  // Plans and maps the arena (Error(budget) when the budget is below the working set), and
-  // validates the layout against reader.file_size().
+  // Plans and maps the arena (Error(budget) when the budget is below the working set),
+  // validates the layout against reader.file_size(), and offers the arena to the reader
+  // (register_buffer) for fixed-buffer reads. Slots leave room for the reader's alignment so
+  // O_DIRECT reads land zero-copy.
   ShardCache(ShardLayout layout, io::Reader& reader, ShardCacheOptions options);
-  // Waits for reads still landing in the arena; outstanding Pins must be gone.
+  // Waits for reads still landing in the arena and unregisters it from the reader; outstanding
+  // Pins must be gone.
   ~ShardCache();
   ShardCache(const ShardCache&) = delete;
   ShardCache& operator=(const ShardCache&) = delete;
@@ -130,6 +134,9 @@ class ShardCache {
   void begin_token();
   Pin acquire(ShardKey key);
   std::vector<Pin> acquire_all(std::span<const ShardKey> keys);
+  // The same into caller-owned pins (out.size() == keys.size(); earlier pins there are
+  // released first): no allocation on the hot path.
+  void acquire_all(std::span<const ShardKey> keys, std::span<Pin> out);
   bool prefetch(ShardKey key);
 
   void wait(const Pin& pin);
@@ -176,7 +183,11 @@ class ShardCache {
   CachePlan plan_;
   std::unique_ptr<Arena> arena_;
   std::unique_ptr<EvictionPolicy> policy_;
-  std::vector<std::vector<ShardExtent>> extents_of_layer_;  // expert 0's extents; offsets shift by stride
+  uint32_t alignment_ = 1;
+  bool verifying_ = false;  // the reader's, as used for placement (shard_layout.h)
+  // Extents of `key` into `out` (cleared first); slot offsets depend on the expert's file offset.
+  void extents_of(ShardKey key, std::vector<ShardExtent>& out) const;
+  std::vector<ShardExtent> extent_scratch_;
 
   mutable std::mutex mutex_;
   std::condition_variable landed_;

@@ -39,37 +39,43 @@ void validate_layout(const ShardLayout& layout, uint64_t file_size) {
                                                  " ends at " + human_bytes(end) + " (offset " + std::to_string(end) +
                                                  "), past end of file (" + human_bytes(file_size) + ")");
       }
+      if (!t.digests.empty() && t.digests.size() != layout.n_expert) {
+        throw Error(ErrorCode::invalid_argument, "tensor '" + t.name + "' has " + std::to_string(t.digests.size()) +
+                                                     " digests for " + std::to_string(layout.n_expert) + " experts");
+      }
       total = checked_add(total, align_up(t.expert_bytes), "shard bytes");
     }
   }
 }
 
-uint64_t slot_bytes(const ShardLayout& layout, uint32_t layer) {
+uint32_t usable_alignment(uint32_t a) {
+  return a > 1 && a <= kSlotAlignment && (a & (a - 1)) == 0 ? a : 1;
+}
+
+uint64_t slot_bytes(const ShardLayout& layout, uint32_t layer, uint32_t alignment) {
+  const uint64_t room = usable_alignment(alignment) - 1;
   uint64_t total = 0;
-  for (const TensorSlice& t : layout.layers.at(layer).tensors) total += align_up(t.expert_bytes);
+  for (const TensorSlice& t : layout.layers.at(layer).tensors) total += align_up(t.expert_bytes + room);
   return total;
 }
 
-std::vector<ShardExtent> shard_extents(const ShardLayout& layout, ShardKey key) {
-  std::vector<ShardExtent> out;
-  uint64_t at = 0;
+ShardExtent shard_extent(const ShardLayout& layout, ShardKey key, uint32_t tensor, uint32_t alignment) {
+  const uint64_t a = usable_alignment(alignment);
   const auto& tensors = layout.layers.at(key.layer).tensors;
-  for (uint32_t i = 0; i < tensors.size(); ++i) {
-    const TensorSlice& t = tensors[i];
-    out.push_back({t.file_offset + key.expert * t.expert_stride, t.expert_bytes, at, i});
-    at += align_up(t.expert_bytes);
-  }
+  uint64_t region = 0;
+  for (uint32_t i = 0; i < tensor; ++i) region += align_up(tensors[i].expert_bytes + a - 1);
+  const TensorSlice& t = tensors.at(tensor);
+  const uint64_t offset = t.file_offset + key.expert * t.expert_stride;
+  return {offset, t.expert_bytes, region + (offset & (a - 1)), tensor};
+}
+
+std::vector<ShardExtent> shard_extents(const ShardLayout& layout, ShardKey key, uint32_t alignment) {
+  std::vector<ShardExtent> out;
+  const uint32_t n = static_cast<uint32_t>(layout.layers.at(key.layer).tensors.size());
+  for (uint32_t i = 0; i < n; ++i) out.push_back(shard_extent(layout, key, i, alignment));
   return out;
 }
 
-uint64_t shard_checksum(std::span<const std::byte> slot, std::span<const ShardExtent> extents) {
-  XXH3_state_t* state = XXH3_createState();
-  if (state == nullptr) throw std::bad_alloc();
-  XXH3_64bits_reset(state);
-  for (const ShardExtent& e : extents) XXH3_64bits_update(state, slot.data() + e.slot_offset, e.length);
-  uint64_t h = XXH3_64bits_digest(state);
-  XXH3_freeState(state);
-  return h;
-}
+uint64_t extent_digest(std::span<const std::byte> bytes) { return XXH3_64bits(bytes.data(), bytes.size()); }
 
 }  // namespace sluice::cache

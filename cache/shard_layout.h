@@ -5,11 +5,15 @@
 // of tensor t starts at t.file_offset + e * t.expert_stride and is t.expert_bytes long. A
 // shard (one expert of one layer) is one extent per tensor, all landing in one cache slot:
 //
-//   slot: | tensor 0 slice | pad to 4 KiB | tensor 1 slice | pad | tensor 2 slice | pad |
+//   slot: | region 0: pad, tensor 0 slice | region 1: pad, tensor 1 slice | region 2: ... |
 //
-// Each extent starts at a multiple of kSlotAlignment inside the slot, so an O_DIRECT reader
-// can DMA straight into it (the arena itself is 4 KiB aligned). slot_bytes(layer) is the sum
-// of the padded slices; layers with equal slot_bytes share a size class (arena.h).
+// Regions start at multiples of kSlotAlignment inside the slot (the arena is page aligned). For
+// a reader that moves bytes with O_DIRECT at alignment A (io::Reader::alignment(), a power of
+// two <= kSlotAlignment), each slice starts at region + (file_offset mod A), so that
+// (dst - file_offset) % A == 0 and the reader DMAs the slice's aligned interior straight into
+// the slot (io/reader.h, "Zero-copy placement"); each region has A - 1 bytes of room for that
+// pad. With A = 1 there is no pad. slot_bytes(layer, A) is the sum of the regions; layers with
+// equal slot_bytes share a size class (arena.h).
 #pragma once
 
 #include <cstdint>
@@ -28,6 +32,8 @@ struct TensorSlice {
   uint64_t file_offset = 0;    // absolute file offset of expert 0's slice
   uint64_t expert_stride = 0;  // bytes from one expert's slice to the next
   uint64_t expert_bytes = 0;   // bytes of one expert's slice
+  // XXH3-64 of each expert's slice (core::ShardIndex); empty: not verified. Checked on landing.
+  std::vector<uint64_t> digests;
 };
 
 struct LayerLayout {
@@ -49,14 +55,18 @@ struct ShardExtent {
   uint32_t tensor = 0;       // index into LayerLayout::tensors
 };
 
-// Checks counts, overflow, and that every expert slice lies inside a file of `file_size`
-// bytes; throws Error(invalid_file) naming the tensor, expert and offsets.
+// Checks counts, overflow, digest counts, and that every expert slice lies inside a file of
+// `file_size` bytes; throws Error(invalid_file) naming the tensor, expert and offsets.
 void validate_layout(const ShardLayout& layout, uint64_t file_size);
 
-uint64_t slot_bytes(const ShardLayout& layout, uint32_t layer);
-std::vector<ShardExtent> shard_extents(const ShardLayout& layout, ShardKey key);
+// `alignment`: the reader's (1, or a power of two <= kSlotAlignment; anything else counts as 1).
+uint64_t slot_bytes(const ShardLayout& layout, uint32_t layer, uint32_t alignment = 1);
+std::vector<ShardExtent> shard_extents(const ShardLayout& layout, ShardKey key, uint32_t alignment = 1);
+// One extent of shard_extents() without allocating (the compute path calls it per tensor).
+ShardExtent shard_extent(const ShardLayout& layout, ShardKey key, uint32_t tensor, uint32_t alignment = 1);
+uint32_t usable_alignment(uint32_t reader_alignment);
 
-// XXH3-64 over the shard's extents in order (padding excluded): what a checksum manifest stores.
-uint64_t shard_checksum(std::span<const std::byte> slot, std::span<const ShardExtent> extents);
+// XXH3-64 of one extent's bytes, as core::ShardIndex records it.
+uint64_t extent_digest(std::span<const std::byte> bytes);
 
 }  // namespace sluice::cache

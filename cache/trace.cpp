@@ -232,6 +232,8 @@ ExpertProfile build_profile(const Trace& trace, std::span<const size_t> sequence
     for (size_t s = 0; s < trace.sequences.size(); ++s) all.push_back(s);
     sequences = all;
   }
+  p.transitions.assign(static_cast<size_t>(L) * E * E, 0.0);
+  p.transition_src.assign(static_cast<size_t>(L) * E, 0.0);
   std::vector<uint64_t> last_use(static_cast<size_t>(L) * E);
   std::vector<uint8_t> used(E);
   for (size_t s : sequences) {
@@ -243,6 +245,12 @@ ExpertProfile build_profile(const Trace& trace, std::span<const size_t> sequence
       for (uint32_t l = 0; l < L; ++l) {
         std::fill(used.begin(), used.end(), 0);
         for (uint32_t e : trace.step(s, t, l)) used[e] = 1;
+        if (l > 0) {
+          for (uint32_t i : trace.step(s, t, l - 1)) {
+            p.transition_src[static_cast<size_t>(l) * E + i] += 1;
+            for (uint32_t j : trace.step(s, t, l)) p.transitions[(static_cast<size_t>(l) * E + i) * E + j] += 1;
+          }
+        }
         for (uint32_t e = 0; e < E; ++e) {
           size_t i = static_cast<size_t>(l) * E + e;
           uint64_t gap = last_use[i] == 0 ? kMaxReuseGap : std::min<uint64_t>(v - 1 - last_use[i], kMaxReuseGap);
@@ -270,6 +278,14 @@ std::string format_profile(const ExpertProfile& p) {
   }
   for (size_t g = 0; g < p.reuse_trials.size(); ++g) {
     out << "reuse " << g << " " << p.reuse_trials[g] << " " << p.reuse_hits[g] << "\n";
+  }
+  for (size_t k = 0; k < p.transition_src.size(); ++k) {
+    if (p.transition_src[k] == 0) continue;
+    out << "src " << k / p.n_expert << " " << k % p.n_expert << " " << p.transition_src[k] << "\n";
+    for (uint32_t j = 0; j < p.n_expert; ++j) {
+      double c = p.transitions[k * p.n_expert + j];
+      if (c != 0) out << "trans " << k / p.n_expert << " " << k % p.n_expert << " " << j << " " << c << "\n";
+    }
   }
   return out.str();
 }
@@ -312,6 +328,25 @@ ExpertProfile parse_profile(std::string_view text, std::string_view name) {
       }
       for (uint32_t e = 0; e < p.n_expert; ++e) p.counts[static_cast<size_t>(layer) * p.n_expert + e] = number(w[2 + e], line_no);
       ++layer;
+      continue;
+    }
+    if (!w.empty() && (w[0] == "src" || w[0] == "trans")) {
+      const bool src = w[0] == "src";
+      uint64_t l = 0, i = 0, j = 0;
+      if (w.size() != (src ? 4u : 5u) || !parse_u64(w[1], l) || !parse_u64(w[2], i) || l == 0 || l >= p.n_layer ||
+          i >= p.n_expert || (!src && (!parse_u64(w[3], j) || j >= p.n_expert))) {
+        err.fail(line_no, src ? "expected 'src <layer 1..L-1> <expert> <count>'"
+                              : "expected 'trans <layer 1..L-1> <from expert> <to expert> <count>'");
+      }
+      if (p.transitions.empty()) {
+        p.transitions.assign(static_cast<size_t>(p.n_layer) * p.n_expert * p.n_expert, 0.0);
+        p.transition_src.assign(static_cast<size_t>(p.n_layer) * p.n_expert, 0.0);
+      }
+      if (src) {
+        p.transition_src[l * p.n_expert + i] = number(w[3], line_no);
+      } else {
+        p.transitions[(l * p.n_expert + i) * p.n_expert + j] = number(w[4], line_no);
+      }
       continue;
     }
     uint64_t gap = 0;

@@ -62,8 +62,13 @@ std::vector<ShardKey> access_sequence(const Trace& trace, size_t seq);
 
 // Usage counts and reuse-by-gap statistics over the given sequences (all when empty).
 ExpertProfile build_profile(const Trace& trace, std::span<const size_t> sequences = {});
-// Profile file: text, "# sluice expert profile layers=L experts=E tokens=N" then one line per
-// layer with E counts; then "reuse <gap> <trials> <hits>" lines. Strict reader like traces.
+// Profile file (`sluice tune --profile-out`), text:
+//   # sluice expert profile layers=L experts=E tokens=N
+//   layer <l> <E use counts>                  one line per layer, in order
+//   reuse <gap> <trials> <hits>                reuse at the next visit by gap (0..kMaxReuseGap)
+//   src <l> <i> <count>                        tokens choosing i at layer l-1 (l >= 1)
+//   trans <l> <i> <j> <count>                  ... and j at layer l (non-zero cells only)
+// The reader is strict like the trace reader (file, line number, what was expected).
 std::string format_profile(const ExpertProfile& profile);
 ExpertProfile parse_profile(std::string_view text, std::string_view name);
 

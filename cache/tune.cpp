@@ -165,6 +165,14 @@ std::string format_tune_text(const TuneReport& r) {
       out += line;
     }
   }
+  out += "\nper-layer hit rate (%), layers 0.." + std::to_string(r.n_layer ? r.n_layer - 1 : 0) + ":\n";
+  for (const auto& row : r.rows) {
+    char head[64];
+    std::snprintf(head, sizeof head, "  %-6s %-11s", row.budget.label.c_str(), row.policy.c_str());
+    out += head;
+    for (double x : row.layer_hit_rates) out += fmt(" %3.0f", 100 * x);
+    out += "\n";
+  }
   if (!r.recommendation.empty()) out += "\nrecommendation: " + r.recommendation + "\n";
   return out;
 }

@@ -28,14 +28,15 @@ constexpr const char* kLlama3 =
 constexpr const char* kQwen2 =
     R"re((?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}\p{Cn}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)re";
 
-// llama.cpp's Kimi-K2 scanner (unicode_regex_split_custom_kimi_k2). (?:(?!HAN)\p{L}) is "a
-// letter outside llama.cpp's Han blocks".
-#define SLUICE_KIMI_HAN \
-  R"re([\x{3400}-\x{4DBF}\x{4E00}-\x{9FFF}\x{F900}-\x{FAFF}\x{20000}-\x{2A6DF}\x{2A700}-\x{2EBEF}\x{2F800}-\x{2FA1F}])re"
+// llama.cpp's Kimi-K2 scanner (unicode_regex_split_custom_kimi_k2). Han is llama.cpp's list of
+// CJK blocks; [^\P{L}<Han>] is "a letter outside those blocks" as one class (a per-character
+// lookahead would cost 20x on long letter runs).
+#define SLUICE_KIMI_HAN_RANGES \
+  R"re(\x{3400}-\x{4DBF}\x{4E00}-\x{9FFF}\x{F900}-\x{FAFF}\x{20000}-\x{2A6DF}\x{2A700}-\x{2EBEF}\x{2F800}-\x{2FA1F})re"
 constexpr const char* kKimiK2 =
-    SLUICE_KIMI_HAN "+|[^\\r\\n\\p{L}\\p{N}]?(?:(?!" SLUICE_KIMI_HAN ")\\p{L})+"
+    "[" SLUICE_KIMI_HAN_RANGES "]+|[^\\r\\n\\p{L}\\p{N}]?[^\\P{L}" SLUICE_KIMI_HAN_RANGES "]+"
     R"re((?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?|\p{N}{1,3}| ?[^\s\p{L}\p{N}\p{Cn}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)re";
-#undef SLUICE_KIMI_HAN
+#undef SLUICE_KIMI_HAN_RANGES
 
 // DeepSeek-V3: three std::regex passes; category collapsing changes nothing for their classes
 // (llama.cpp's collapsed \p{S} lacked '~' until mid-2026; the reference build has the fix).
@@ -238,9 +239,20 @@ PreTokenizer PreTokenizer::create(std::string_view pre) {
 }
 
 std::vector<std::string> PreTokenizer::split(std::string_view text) const {
-  std::string clean;
+  // `clean` is what the words are cut from. `subject` is what the regexes see: the same bytes,
+  // except that a surrogate (which lenient decoding lets through, but PCRE2 cannot match) is
+  // replaced by U+E000, another "other" code point of the same UTF-8 length.
+  std::string clean, subject;
   clean.reserve(text.size());
-  for (uint32_t cpt : utf8::decode_lossy(text)) utf8::append(clean, cpt);
+  bool has_surrogate = false;
+  for (uint32_t cpt : utf8::decode_lossy(text)) {
+    utf8::append(clean, cpt);
+    has_surrogate = has_surrogate || (cpt >= 0xD800 && cpt <= 0xDFFF);
+  }
+  if (has_surrogate) {
+    for (uint32_t cpt : utf8::decode_lossy(clean)) utf8::append(subject, cpt >= 0xD800 && cpt <= 0xDFFF ? 0xE000 : cpt);
+  }
+  const std::string& matched = has_surrogate ? subject : clean;
 
   std::vector<size_t> ends;  // exclusive end of each current piece
   if (!clean.empty()) ends.push_back(clean.size());
@@ -252,7 +264,7 @@ std::vector<std::string> PreTokenizer::split(std::string_view text) const {
     next.reserve(ends.size() * 2);
     size_t begin = 0;
     for (size_t end : ends) {
-      run_pass(pass, match.get(), clean, begin, end, next);
+      run_pass(pass, match.get(), matched, begin, end, next);
       begin = end;
     }
     ends = std::move(next);

@@ -49,6 +49,8 @@ class PreTokenizer {
   struct Pass;  // one compiled regex and its gap rule (defined in the .cpp)
 
  private:
+  PreTokenizer() = default;  // only create() makes one
+
   std::string name_;
   bool ignore_merges_ = false;
   bool add_bos_ = false;

@@ -20,9 +20,9 @@ namespace sluice::kernels {
 struct WeightMatrix {
   GgmlType type = GgmlType::F32;
   const std::byte* data = nullptr;
-  int64_t n_cols = 0;      // ne[0]: values per row
-  int64_t n_rows = 0;      // ne[1]
-  size_t row_stride = 0;   // bytes between rows (= ggml_row_bytes(type, n_cols) when dense)
+  int64_t n_cols = 0;     // ne[0]: values per row
+  int64_t n_rows = 0;     // ne[1]
+  size_t row_stride = 0;  // bytes between rows (= ggml_row_bytes(type, n_cols) when dense)
 };
 
 // Scratch bytes needed by matvec/matmul for this weight type, row length and token count (the
@@ -34,8 +34,8 @@ struct WeightMatrix {
 size_t matmul_scratch_bytes(GgmlType weight_type, int64_t n_cols, int64_t n_tokens);
 
 // y[n_rows] = W x[n_cols]
-void matvec(const WeightMatrix& w, std::span<const float> x, std::span<float> y,
-            std::span<std::byte> scratch, ThreadPool& pool);
+void matvec(const WeightMatrix& w, std::span<const float> x, std::span<float> y, std::span<std::byte> scratch,
+            ThreadPool& pool);
 
 // Y[t][n_rows] = W X[t][n_cols] for t in [0, n_tokens); X and Y are row-major.
 void matmul(const WeightMatrix& w, std::span<const float> x, int64_t n_tokens, std::span<float> y,

@@ -35,7 +35,7 @@ struct CacheFixture {
       const char* names[3] = {"ffn_gate_exps", "ffn_up_exps", "ffn_down_exps"};
       cache::LayerLayout ll;
       for (int t = 0; t < 3; ++t) {
-        ll.tensors.push_back({"blk." + std::to_string(l) + "." + names[t] + ".weight", at, sizes[t] + 32, sizes[t]});
+        ll.tensors.push_back({"blk." + std::to_string(l) + "." + names[t] + ".weight", at, sizes[t] + 32, sizes[t], {}});
         at += (sizes[t] + 32) * n_expert;
       }
       layout.layers.push_back(ll);
@@ -75,6 +75,7 @@ class TestReader final : public io::Reader {
     std::lock_guard lock(mutex_);
     for (const auto& r : requests) {
       ++submitted;
+      if ((reinterpret_cast<uintptr_t>(r.dst) - r.offset) % reported_alignment != 0) ++misplaced;
       int64_t result = static_cast<int64_t>(r.length);
       if (fail_offset != UINT64_MAX && r.offset <= fail_offset && fail_offset < r.offset + r.length) {
         result = -EIO;
@@ -104,7 +105,15 @@ class TestReader final : public io::Reader {
     return done_.size();
   }
   void read_sync(uint64_t offset, std::span<std::byte> dst) override { inner_.read_sync(offset, dst); }
+  uint32_t alignment() const override { return reported_alignment; }
+  bool register_buffer(std::span<std::byte> region) override {
+    registered = region;
+    return false;
+  }
 
+  uint32_t reported_alignment = 1;
+  std::span<std::byte> registered;
+  uint64_t misplaced = 0;  // requests whose (dst - offset) % alignment != 0
   uint64_t fail_offset = UINT64_MAX;
   bool corrupt = false;
   bool lifo = false;

@@ -9,11 +9,10 @@
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "core/gguf.h"
 #include "io/pread_reader.h"
@@ -36,12 +35,14 @@ inline std::vector<std::byte> read_tensor_bytes(io::Reader& reader, const core::
 }
 
 // Dequantizes a whole tensor row by row (rows of ne[0] values).
-inline std::vector<float> dequantize_tensor(const core::GgufTensorInfo& t, const std::vector<std::byte>& bytes) {
+inline std::vector<float> dequantize_tensor(const core::GgufTensorInfo& t,
+                                            const std::vector<std::byte>& bytes) {
   std::vector<float> out(t.n_elements);
   const int64_t n_cols = t.ne[0];
   const uint64_t n_rows = t.n_elements / uint64_t(n_cols);
   for (uint64_t r = 0; r < n_rows; ++r)
-    kernels::dequantize_row(t.type, bytes.data() + r * t.row_bytes, out.data() + r * uint64_t(n_cols), n_cols);
+    kernels::dequantize_row(t.type, bytes.data() + r * t.row_bytes, out.data() + r * uint64_t(n_cols),
+                            n_cols);
   return out;
 }
 

@@ -158,36 +158,43 @@ TEST_CASE("a failed read is an io_error naming the shard, tensor and offset, and
   CHECK(cache.is_resident({1, 2}));
 }
 
-TEST_CASE("checksums are verified on landing and a mismatch is corrupt_data") {
+TEST_CASE("slice digests are verified on landing and a mismatch is corrupt_data naming the tensor") {
   CacheFixture fx;
-  std::vector<uint64_t> sums(fx.layout.n_shards());
+  ShardLayout layout = fx.layout;
   {
-    std::vector<std::byte> slot(5 * 4096);
     TestReader r(fx.path.string());
-    for (uint32_t l = 0; l < fx.layout.n_layer(); ++l) {
-      for (uint32_t e = 0; e < fx.layout.n_expert; ++e) {
-        auto ext = shard_extents(fx.layout, {l, e});
-        for (const auto& x : ext) r.read_sync(x.file_offset, std::span(slot.data() + x.slot_offset, x.length));
-        sums[shard_index({l, e}, fx.layout.n_expert)] = shard_checksum(slot, ext);
+    for (auto& layer : layout.layers) {
+      for (auto& t : layer.tensors) {
+        for (uint32_t e = 0; e < layout.n_expert; ++e) {
+          std::vector<std::byte> bytes(t.expert_bytes);
+          r.read_sync(t.file_offset + e * t.expert_stride, bytes);
+          t.digests.push_back(extent_digest(bytes));
+        }
       }
     }
   }
   TestReader reader(fx.path.string());
+  reader.reported_alignment = 512;
   ShardCacheOptions o = with_budget(1 << 20);
-  o.checksums = sums;
   int hook_calls = 0;
   o.verify = [&](ShardKey, std::span<const std::byte> bytes) {
     ++hook_calls;
     CHECK(bytes.size() >= 12288);
   };
-  ShardCache cache(fx.layout, reader, o);
+  ShardCache cache(layout, reader, o);
   CHECK(run_step(cache, fx, {{0, 0}, {1, 1}}));
   CHECK(hook_calls == 2);
   reader.corrupt = true;
   auto pin = cache.acquire({0, 3});
   std::string err = error_of([&] { cache.wait(pin); });
-  CHECK(err.find("corrupt_data: layer 0 expert 3: XXH3-64 of the landed bytes is 0x") == 0);
-  CHECK(err.find("but the manifest says 0x") != std::string::npos);
+  const TensorSlice& gate = layout.layers[0].tensors[0];
+  CHECK(err.find("corrupt_data: layer 0 expert 3, tensor 'blk.0.ffn_gate_exps.weight' (slice at offset " +
+                 std::to_string(gate.file_offset + 3 * gate.expert_stride) + ", 1000 bytes): XXH3-64") == 0);
+  CHECK(err.find("but the index says 0x") != std::string::npos);
+  // A bad digest count is refused up front.
+  layout.layers[1].tensors[2].digests.pop_back();
+  CHECK(error_of([&] { ShardCache c(layout, reader, with_budget(1 << 20)); })
+            .find("'blk.1.ffn_down_exps.weight' has 3 digests for 4 experts") != std::string::npos);
 }
 
 TEST_CASE("wait_any hands out shards in completion order") {
@@ -271,4 +278,50 @@ TEST_CASE("prefetch loads speculatively without pinning and a later acquire hits
   auto a = cache.acquire({0, 0});
   auto b = cache.acquire({0, 1});
   CHECK_FALSE(cache.prefetch({0, 2}));
+}
+
+TEST_CASE("slots leave room so an O_DIRECT reader's extents land zero-copy, and the arena is registered") {
+  CacheFixture fx;
+  TestReader reader(fx.path.string());
+  reader.reported_alignment = 512;
+  {
+    ShardCache cache(fx.layout, reader, with_budget(1 << 20));
+    // 1000-byte slices need up to 511 bytes of pad: still one 4 KiB region each; 5000 -> 8 KiB.
+    CHECK(cache.plan().classes[0].slot_bytes == 3 * 4096);
+    CHECK(cache.plan().classes[1].slot_bytes == 2 * 8192 + 4096);
+    CHECK(reader.registered.size() == cache.plan().arena_bytes);
+    for (uint32_t e = 0; e < 4; ++e) {
+      CHECK(run_step(cache, fx, {{0, e}}));
+      CHECK(run_step(cache, fx, {{1, e}}));
+    }
+    CHECK(reader.submitted == 24);
+    CHECK(reader.misplaced == 0);
+  }
+  CHECK(reader.registered.empty());  // unregistered when the cache goes
+  // A slice whose size is one byte short of a region boundary needs the next region for its pad.
+  ShardLayout tight = fx.layout;
+  tight.layers[0].tensors[0].expert_bytes = 4000;
+  CHECK(slot_bytes(tight, 0, 512) == 2 * 4096 + 4096 + 4096);
+  CHECK(slot_bytes(tight, 0, 1) == 3 * 4096);
+  CHECK(slot_bytes(tight, 0, 3) == 3 * 4096);  // not a power of two: no placement
+}
+
+TEST_CASE("acquire_all into caller-owned pins releases what they held and checks their count") {
+  CacheFixture fx;
+  TestReader reader(fx.path.string());
+  ShardCache cache(fx.layout, reader, with_budget(65536));
+  std::vector<ShardCache::Pin> pins(2);
+  std::vector<ShardKey> a = {{0, 0}, {0, 1}}, b = {{0, 2}, {0, 3}};
+  cache.acquire_all(a, pins);
+  for (auto& p : pins) cache.wait(p);
+  CHECK(cache.stats().pinned_shards == 2);
+  // Reusing the same pins: the old ones are released first, so the 2-slot class has room.
+  cache.acquire_all(b, pins);
+  for (auto& p : pins) {
+    cache.wait(p);
+    CHECK(fx.pin_matches(p));
+  }
+  CHECK(cache.stats().pinned_shards == 2);
+  CHECK(error_of([&] { cache.acquire_all(a, std::span<ShardCache::Pin>(pins.data(), 1)); })
+            .find("2 keys but room for 1 pins") != std::string::npos);
 }

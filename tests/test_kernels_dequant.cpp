@@ -18,7 +18,8 @@ namespace {
 
 // Dequantizes with a specific table (scalar or best) rather than through the public API.
 std::vector<float> dequantize_with(const sluice::kernels::cpu::KernelTable& table,
-                                   const sluice::core::GgufTensorInfo& t, const std::vector<std::byte>& bytes) {
+                                   const sluice::core::GgufTensorInfo& t,
+                                   const std::vector<std::byte>& bytes) {
   std::vector<float> out(t.n_elements);
   const int64_t n_cols = t.ne[0];
   const auto fn = table.dequantize[size_t(t.type)];
@@ -75,7 +76,8 @@ TEST_CASE("every tensor of every shipped reference model dequantizes exactly as 
 }
 
 TEST_CASE("a weight type without kernels is rejected with its name and the tensor's") {
-  for (GgmlType type : {GgmlType::IQ2_XXS, GgmlType::IQ3_S, GgmlType::IQ4_XS, GgmlType::TQ1_0, GgmlType::TQ2_0}) {
+  for (GgmlType type :
+       {GgmlType::IQ2_XXS, GgmlType::IQ3_S, GgmlType::IQ4_XS, GgmlType::TQ1_0, GgmlType::TQ2_0}) {
     CHECK_FALSE(sluice::kernels::is_supported(type));
     try {
       sluice::kernels::require_supported(type, "blk.3.ffn_up_exps.weight");

@@ -38,7 +38,8 @@ QuantizedMatrix random_matrix(GgmlType type, int64_t n_rows, int64_t n_cols, uin
   return m;
 }
 
-std::vector<float> run_matmul(const WeightMatrix& w, const std::vector<float>& x, int64_t n_tokens, ThreadPool& pool) {
+std::vector<float> run_matmul(const WeightMatrix& w, const std::vector<float>& x, int64_t n_tokens,
+                              ThreadPool& pool) {
   std::vector<float> y(size_t(w.n_rows * n_tokens));
   std::vector<std::byte> scratch(sluice::kernels::matmul_scratch_bytes(w.type, w.n_cols, n_tokens));
   sluice::kernels::matmul(w, x, n_tokens, y, scratch, pool);
@@ -75,9 +76,9 @@ TEST_CASE("a thread pool survives many back-to-back calls") {
 
 TEST_CASE("matvec equals per-row vec_dot and does not depend on the thread count") {
   ThreadPool one(1), two(2), five(5);
-  for (GgmlType type : {GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_1,
-                        GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K,
-                        GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::MXFP4, GgmlType::IQ4_NL}) {
+  for (GgmlType type : {GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q4_0,
+                        GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q2_K, GgmlType::Q3_K,
+                        GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::MXFP4, GgmlType::IQ4_NL}) {
     INFO(sluice::ggml_type_name(type));
     const auto m = random_matrix(type, 67, 512, 5);
     const auto x = random_row(512, 99);
@@ -88,7 +89,8 @@ TEST_CASE("matvec equals per-row vec_dot and does not depend on the thread count
     std::vector<std::byte> act(sluice::ggml_row_bytes(act_type, 512));
     sluice::kernels::quantize_row(act_type, x.data(), act.data(), 512);
     for (int64_t r = 0; r < 67; ++r)
-      REQUIRE(y1[size_t(r)] == sluice::kernels::vec_dot(type, m.w.data + size_t(r) * m.w.row_stride, act.data(), 512));
+      REQUIRE(y1[size_t(r)] ==
+              sluice::kernels::vec_dot(type, m.w.data + size_t(r) * m.w.row_stride, act.data(), 512));
   }
 }
 
@@ -120,9 +122,11 @@ TEST_CASE("matvec rejects a short scratch, a short output and a row length off t
       CHECK(std::string(e.what()).find(fragment) != std::string::npos);
     }
   };
-  expect([&] { sluice::kernels::matvec(m.w, x, y, std::span(scratch).first(100), pool); }, "scratch holds 100 bytes");
+  expect([&] { sluice::kernels::matvec(m.w, x, y, std::span(scratch).first(100), pool); },
+         "scratch holds 100 bytes");
   expect([&] { sluice::kernels::matvec(m.w, x, std::span(y).first(3), scratch, pool); }, "y holds 3 values");
   WeightMatrix odd = m.w;
   odd.n_cols = 200;
-  expect([&] { sluice::kernels::matvec(odd, x, y, scratch, pool); }, "not a multiple of q4_K's block size 256");
+  expect([&] { sluice::kernels::matvec(odd, x, y, scratch, pool); },
+         "not a multiple of q4_K's block size 256");
 }

@@ -18,10 +18,10 @@ using namespace sluice::test;
 
 namespace {
 
-const GgmlType kWeightTypes[] = {
-    GgmlType::F32,  GgmlType::F16,  GgmlType::BF16, GgmlType::Q4_0, GgmlType::Q4_1,  GgmlType::Q5_0,
-    GgmlType::Q5_1, GgmlType::Q8_0, GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K,  GgmlType::Q5_K,
-    GgmlType::Q6_K, GgmlType::MXFP4, GgmlType::IQ4_NL};
+const GgmlType kWeightTypes[] = {GgmlType::F32,  GgmlType::F16,   GgmlType::BF16,  GgmlType::Q4_0,
+                                 GgmlType::Q4_1, GgmlType::Q5_0,  GgmlType::Q5_1,  GgmlType::Q8_0,
+                                 GgmlType::Q2_K, GgmlType::Q3_K,  GgmlType::Q4_K,  GgmlType::Q5_K,
+                                 GgmlType::Q6_K, GgmlType::MXFP4, GgmlType::IQ4_NL};
 
 std::vector<std::byte> quantize_with(const KernelTable& table, GgmlType type, const std::vector<float>& x) {
   std::vector<std::byte> out(sluice::ggml_row_bytes(type, x.size()));
@@ -44,16 +44,31 @@ std::vector<std::byte> random_blocks(GgmlType type, int64_t n, uint32_t seed) {
     std::byte* b = bytes.data() + size_t(i) * traits.type_size;
     switch (type) {
       case GgmlType::Q4_0: half(reinterpret_cast<cpu::BlockQ4_0*>(b)->d); break;
-      case GgmlType::Q4_1: half(reinterpret_cast<cpu::BlockQ4_1*>(b)->d); half(reinterpret_cast<cpu::BlockQ4_1*>(b)->m); break;
+      case GgmlType::Q4_1:
+        half(reinterpret_cast<cpu::BlockQ4_1*>(b)->d);
+        half(reinterpret_cast<cpu::BlockQ4_1*>(b)->m);
+        break;
       case GgmlType::Q5_0: half(reinterpret_cast<cpu::BlockQ5_0*>(b)->d); break;
-      case GgmlType::Q5_1: half(reinterpret_cast<cpu::BlockQ5_1*>(b)->d); half(reinterpret_cast<cpu::BlockQ5_1*>(b)->m); break;
+      case GgmlType::Q5_1:
+        half(reinterpret_cast<cpu::BlockQ5_1*>(b)->d);
+        half(reinterpret_cast<cpu::BlockQ5_1*>(b)->m);
+        break;
       case GgmlType::Q8_0: half(reinterpret_cast<cpu::BlockQ8_0*>(b)->d); break;
       case GgmlType::IQ4_NL: half(reinterpret_cast<cpu::BlockIq4Nl*>(b)->d); break;
       case GgmlType::MXFP4: reinterpret_cast<cpu::BlockMxfp4*>(b)->e = uint8_t(110 + rng() % 20); break;
-      case GgmlType::Q2_K: half(reinterpret_cast<cpu::BlockQ2_K*>(b)->d); half(reinterpret_cast<cpu::BlockQ2_K*>(b)->dmin); break;
+      case GgmlType::Q2_K:
+        half(reinterpret_cast<cpu::BlockQ2_K*>(b)->d);
+        half(reinterpret_cast<cpu::BlockQ2_K*>(b)->dmin);
+        break;
       case GgmlType::Q3_K: half(reinterpret_cast<cpu::BlockQ3_K*>(b)->d); break;
-      case GgmlType::Q4_K: half(reinterpret_cast<cpu::BlockQ4_K*>(b)->d); half(reinterpret_cast<cpu::BlockQ4_K*>(b)->dmin); break;
-      case GgmlType::Q5_K: half(reinterpret_cast<cpu::BlockQ5_K*>(b)->d); half(reinterpret_cast<cpu::BlockQ5_K*>(b)->dmin); break;
+      case GgmlType::Q4_K:
+        half(reinterpret_cast<cpu::BlockQ4_K*>(b)->d);
+        half(reinterpret_cast<cpu::BlockQ4_K*>(b)->dmin);
+        break;
+      case GgmlType::Q5_K:
+        half(reinterpret_cast<cpu::BlockQ5_K*>(b)->d);
+        half(reinterpret_cast<cpu::BlockQ5_K*>(b)->dmin);
+        break;
       case GgmlType::Q6_K: half(reinterpret_cast<cpu::BlockQ6_K*>(b)->d); break;
       default: break;
     }
@@ -101,7 +116,7 @@ TEST_CASE("SIMD activation quantization is bit-identical to the scalar reference
           for (int j = 0; j < 32; ++j) x[size_t(j)] = float(j - 16) + 0.5f;
           x[31] = 127.0f;
           for (int j = 32; j < 64; ++j) x[size_t(j)] = 0.0f;  // an all-zero block: d = 0, qs = 0
-          x[100] = -1e-30f;                                    // subnormal f16 territory
+          x[100] = -1e-30f;                                   // subnormal f16 territory
         }
         CHECK(quantize_with(best(), type, x) == quantize_with(scalar(), type, x));
       }
@@ -172,7 +187,8 @@ TEST_CASE("the reference quantizers reproduce constant and all-zero rows") {
 
 TEST_CASE("the dispatch table uses AVX2 kernels on a CPU that has AVX2, FMA and F16C") {
   __builtin_cpu_init();
-  const bool has_avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+  const bool has_avx2 =
+      __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
   CHECK(std::string(best().isa) == (has_avx2 ? "avx2" : "scalar"));
   CHECK(std::string(scalar().isa) == "scalar");
 }
@@ -191,7 +207,8 @@ TEST_CASE("the reference quantizers lose at most 1.25x the RMS error of ggml's o
     const auto ggml_values = dequantize_tensor(t, read_tensor_bytes(reader, t));
     std::vector<std::byte> ours(t.n_bytes);
     for (uint64_t r = 0; r < t.n_elements / uint64_t(t.ne[0]); ++r)
-      sluice::kernels::quantize_row(t.type, source.data() + r * uint64_t(t.ne[0]), ours.data() + r * t.row_bytes, t.ne[0]);
+      sluice::kernels::quantize_row(t.type, source.data() + r * uint64_t(t.ne[0]),
+                                    ours.data() + r * t.row_bytes, t.ne[0]);
     const auto our_values = dequantize_tensor(t, ours);
     const double ours_rms = rms(our_values, source), ggml_rms = rms(ggml_values, source);
     INFO("type " << name << ": ours " << ours_rms << " ggml " << ggml_rms);

@@ -151,7 +151,7 @@ TEST_CASE("predict evicts the layer visited farthest ahead and matches belady on
   // Per token after the first: 2, 1, 2, 1 hits -> 6, which is what Belady gets; LRU gets 0.
   std::vector<std::vector<std::vector<uint32_t>>> steps(5, {{0}, {0}, {0}});
   auto t = make_trace(3, 2, 1, steps);
-  auto predict = make_predict_policy(nullptr, 0.0);
+  auto predict = make_predict_policy(nullptr, 0.0, 0, 0);
   CHECK(hits(t, *predict, 2) == 6);
   CHECK(belady_hits(t, 2) == 6);
 }

@@ -47,6 +47,8 @@ TEST_CASE("malformed UTF-8 comes out of the pre-tokenizer as U+FFFD, as in llama
   // A stray continuation byte and a truncated 3-byte sequence each become one U+FFFD.
   CHECK(split("gpt-2", "a\x80") == Words{"a", "\xEF\xBF\xBD"});
   CHECK(split("gpt-2", "\xE6\x88") == Words{"\xEF\xBF\xBD\xEF\xBF\xBD"});
+  // A surrogate decodes (llama.cpp does not reject it) and counts as an "other" character.
+  CHECK(split("gpt-2", "!\xED\xA0\x80!x") == Words{"!\xED\xA0\x80!", "x"});
 }
 
 TEST_CASE("llama-bpe groups digits by three, folds case in contractions and keeps newlines apart") {

@@ -3,7 +3,9 @@
 
 #include <ctime>
 #include <filesystem>
+#include <random>
 #include <sstream>
+#include <thread>
 #include <string>
 #include <vector>
 
@@ -215,5 +217,96 @@ TEST_CASE("the full Qwen2 and Llama 3 vocabularies load in well under a second")
 #ifdef NDEBUG  // sanitizer builds are several times slower
     CHECK(seconds < 0.5);
 #endif
+  }
+}
+
+TEST_CASE("full vocabularies add BOS and cut chat-template tokens as llama.cpp does") {
+  const fs::path llama3 = vocab_dir() / "ggml-vocab-llama-bpe.gguf";
+  const fs::path qwen2 = vocab_dir() / "ggml-vocab-qwen2.gguf";
+  if (!fs::exists(llama3) || !fs::exists(qwen2)) {
+    MESSAGE("skipped: full vocabularies are absent");
+    return;
+  }
+  // Llama 3: BOS <|begin_of_text|> = 128000 is added by default (llama-bpe sets add_bos), and
+  // with parse_special its text is one token; without, it is ordinary text.
+  const Tokenizer l3 = load_tokenizer(llama3);
+  CHECK(l3.bos() == 128000);
+  std::vector<int32_t> expected = {128000};
+  for (int32_t id : l3.encode("Hello world", false, false)) expected.push_back(id);
+  CHECK(l3.encode("Hello world", true, false) == expected);
+  CHECK(l3.encode("<|begin_of_text|>Hello world", false, true) == expected);
+  CHECK(l3.encode("<|begin_of_text|>", false, false).size() > 1);
+  CHECK(l3.is_eog(l3.find_token("<|eot_id|>")));
+  CHECK(l3.is_eog(128001));  // <|end_of_text|>, the EOS
+
+  // Qwen2: no BOS is added; <|im_start|> 151644 and <|im_end|> 151645 are control tokens.
+  const Tokenizer q = load_tokenizer(qwen2);
+  CHECK(q.encode("Hi", true, false) == q.encode("Hi", false, false));
+  std::vector<int32_t> chat = {151644};
+  for (int32_t id : q.encode("user\nHi", false, false)) chat.push_back(id);
+  chat.push_back(151645);
+  CHECK(q.encode("<|im_start|>user\nHi<|im_end|>", false, true) == chat);
+  CHECK(q.is_eog(151645));
+  CHECK(q.is_eog(151643));  // <|endoftext|>, the EOS
+  CHECK_FALSE(q.is_eog(151644));
+  // [PAD151646] is user-defined: cut out even without parse_special.
+  CHECK(q.encode("a[PAD151646]b", false, false) == std::vector<int32_t>{64, 151646, 65});
+  CHECK(q.decode(q.encode("<|im_start|>user\nHi<|im_end|>", false, true), false, true) ==
+        "<|im_start|>user\nHi<|im_end|>");
+}
+
+TEST_CASE("one Tokenizer encodes from several threads at once with the same results") {
+  const fs::path gguf = sluice::test::reference_dir() / "tiny" / "qwen3moe" / "qwen3moe-f16.gguf";
+  if (!fs::exists(gguf)) return;
+  const Tokenizer tok = load_tokenizer(gguf);
+  const auto cases = read_cases(vocab_dir() / "tests.inp");
+  std::vector<std::vector<int32_t>> serial;
+  for (const auto& text : cases) serial.push_back(tok.encode(text, true, true));
+  std::vector<int> mismatches(4, 0);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int round = 0; round < 5; ++round) {
+        for (size_t i = 0; i < cases.size(); ++i) mismatches[t] += tok.encode(cases[i], true, true) != serial[i];
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  for (int m : mismatches) CHECK(m == 0);
+}
+
+TEST_CASE("random bytes, malformed UTF-8 included, tokenize to valid ids and SentencePiece gives them back") {
+  // Bytes drawn to hit ASCII, UTF-8 lead and continuation bytes, and invalid bytes alike.
+  std::mt19937 rng(1234);
+  const auto random_text = [&](bool avoid_spm_space) {
+    std::string s(rng() % 48, '\0');
+    for (char& c : s) {
+      uint8_t b = static_cast<uint8_t>(rng() % 4 == 0 ? 0x20 + rng() % 0x60 : rng() % 256);
+      // For the SentencePiece round trip keep spaces out: llama.cpp escapes them to U+2581, whose
+      // bytes a preceding malformed lead byte can swallow into one symbol that then falls back
+      // to bytes and decodes as a literal '▁'. And keep U+2581 itself out: it decodes to ' '.
+      if (avoid_spm_space && (b == 0xE2 || b == ' ')) b = 'x';
+      c = static_cast<char>(b);
+    }
+    return s;
+  };
+  const fs::path spm = vocab_dir() / "ggml-vocab-llama-spm.gguf";
+  if (fs::exists(spm)) {
+    const Tokenizer tok = load_tokenizer(spm);
+    for (int i = 0; i < 300; ++i) {
+      const std::string text = random_text(true);
+      const auto ids = tok.encode(text, false, false);
+      CHECK(tok.decode(ids) == text);
+    }
+  }
+  for (const TinyModel& model : kTinyModels) {
+    const fs::path gguf = sluice::test::reference_dir() / model.dir / (std::string(model.stem) + "-f16.gguf");
+    if (!fs::exists(gguf)) continue;
+    const Tokenizer tok = load_tokenizer(gguf);
+    for (int i = 0; i < 300; ++i) {
+      for (int32_t id : tok.encode(random_text(false), true, true)) {
+        CHECK((id >= 0 && id < tok.n_vocab()));
+      }
+    }
   }
 }

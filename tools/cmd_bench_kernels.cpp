@@ -8,15 +8,14 @@
 // bytes per CPU-second of the whole process, separates kernel speed from a busy machine.
 #include <algorithm>
 #include <chrono>
-#include <ctime>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
+#include <cxxopts.hpp>
 #include <random>
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <cxxopts.hpp>
 
 #include "common/error.h"
 #include "common/ggml_type.h"
@@ -64,13 +63,13 @@ double stream_read_gbps(const std::vector<uint64_t>& buf, kernels::ThreadPool& p
   std::vector<uint64_t> sinks(64 * 8, 0);
   const int64_t n = int64_t(buf.size());
   const double per_call = time_per_call(seconds, [&] {
-    pool.parallel_for(n, 1 << 16, [&](int64_t b, int64_t e) {
-      const uint64_t* p = buf.data();
-      uint64_t s = 0;
-      for (int64_t i = b; i < e; ++i) s += p[i];
-      sinks[size_t(b / (1 << 16)) % 64 * 8] += s;
-    });
-  }).wall;
+                            pool.parallel_for(n, 1 << 16, [&](int64_t b, int64_t e) {
+                              const uint64_t* p = buf.data();
+                              uint64_t s = 0;
+                              for (int64_t i = b; i < e; ++i) s += p[i];
+                              sinks[size_t(b / (1 << 16)) % 64 * 8] += s;
+                            });
+                          }).wall;
   volatile uint64_t keep = 0;
   for (uint64_t s : sinks) keep = keep + s;
   return double(buf.size() * sizeof(uint64_t)) / per_call / 1e9;
@@ -99,7 +98,8 @@ BenchMatrix make_matrix(GgmlType type, int64_t n_cols, size_t target_bytes) {
     kernels::quantize_row(type, row.data(), m.bytes.data() + size_t(r) * row_bytes, n_cols);
   }
   for (int64_t r = kDistinct; r < n_rows; ++r)
-    std::memcpy(m.bytes.data() + size_t(r) * row_bytes, m.bytes.data() + size_t(r % kDistinct) * row_bytes, row_bytes);
+    std::memcpy(m.bytes.data() + size_t(r) * row_bytes, m.bytes.data() + size_t(r % kDistinct) * row_bytes,
+                row_bytes);
   m.w = kernels::WeightMatrix{type, m.bytes.data(), n_cols, n_rows, row_bytes};
   return m;
 }
@@ -123,17 +123,20 @@ std::vector<GgmlType> parse_types(const std::string& list) {
 }  // namespace
 
 int cmd_bench_kernels(int argc, char** argv) {
-  cxxopts::Options options("sluice bench kernels",
-                           "matvec GB/s and GFLOP/s per weight type, next to streaming-read memory bandwidth");
+  cxxopts::Options options(
+      "sluice bench kernels",
+      "matvec GB/s and GFLOP/s per weight type, next to streaming-read memory bandwidth");
   const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
-  options.add_options()
-      ("t,threads", "thread count for the multi-threaded rows", cxxopts::value<unsigned>()->default_value(std::to_string(hw)))
-      ("types", "comma-separated weight types",
-       cxxopts::value<std::string>()->default_value("f32,f16,bf16,q8_0,q6_K,q5_K,q4_K,q3_K,q2_K,q5_0,q4_0,q4_1,mxfp4,iq4_nl"))
-      ("cols", "row length (n_embd-like)", cxxopts::value<int64_t>()->default_value("4096"))
-      ("mb", "weight matrix size per type, MiB (keep it above the L3 size)", cxxopts::value<size_t>()->default_value("96"))
-      ("seconds", "minimum timing per measurement", cxxopts::value<double>()->default_value("0.5"))
-      ("h,help", "show this help");
+  options.add_options()("t,threads", "thread count for the multi-threaded rows",
+                        cxxopts::value<unsigned>()->default_value(std::to_string(hw)))(
+      "types", "comma-separated weight types",
+      cxxopts::value<std::string>()->default_value(
+          "f32,f16,bf16,q8_0,q6_K,q5_K,q4_K,q3_K,q2_K,q5_0,q4_0,q4_1,mxfp4,iq4_nl"))(
+      "cols", "row length (n_embd-like)", cxxopts::value<int64_t>()->default_value("4096"))(
+      "mb", "weight matrix size per type, MiB (keep it above the L3 size)",
+      cxxopts::value<size_t>()->default_value("96"))("seconds", "minimum timing per measurement",
+                                                     cxxopts::value<double>()->default_value("0.5"))(
+      "h,help", "show this help");
   const auto args = options.parse(argc, argv);
   if (args.count("help")) {
     std::printf("%s\n", options.help().c_str());
@@ -145,21 +148,23 @@ int cmd_bench_kernels(int argc, char** argv) {
   const double seconds = args["seconds"].as<double>();
   if (threads == 0) throw Error(ErrorCode::invalid_argument, "--threads must be at least 1");
   if (n_cols <= 0 || n_cols % 256 != 0)
-    throw Error(ErrorCode::invalid_argument, "--cols " + std::to_string(n_cols) + " must be a positive multiple of 256");
+    throw Error(ErrorCode::invalid_argument,
+                "--cols " + std::to_string(n_cols) + " must be a positive multiple of 256");
   const auto types = parse_types(args["types"].as<std::string>());
 
   std::vector<unsigned> thread_counts{1};
   if (threads > 1) thread_counts.push_back(threads);
   std::printf("kernels: %s; matrix %lld columns, ~%zu MiB per type; streaming buffer %zu MiB\n",
-              kernels::cpu::best_kernels().isa, static_cast<long long>(n_cols), target >> 20, (2 * target) >> 20);
+              kernels::cpu::best_kernels().isa, static_cast<long long>(n_cols), target >> 20,
+              (2 * target) >> 20);
 
   std::vector<uint64_t> stream_buf(2 * target / sizeof(uint64_t), 1);
   for (unsigned n_threads : thread_counts) {
     kernels::ThreadPool pool(n_threads);
     const double mem_gbps = stream_read_gbps(stream_buf, pool, seconds);
     std::printf("\nthreads %u: streaming read %.2f GB/s\n", n_threads, mem_gbps);
-    std::printf("%-8s %10s %10s %10s %10s %10s %8s %12s\n", "type", "rows", "MiB", "ms/matvec", "GB/s", "GFLOP/s",
-                "ratio", "GB/cpu-s");
+    std::printf("%-8s %10s %10s %10s %10s %10s %8s %12s\n", "type", "rows", "MiB", "ms/matvec", "GB/s",
+                "GFLOP/s", "ratio", "GB/cpu-s");
     for (GgmlType type : types) {
       const BenchMatrix m = make_matrix(type, n_cols, target);
       std::vector<float> x(size_t(n_cols), 0.5f), y(size_t(m.w.n_rows));
@@ -169,9 +174,9 @@ int cmd_bench_kernels(int argc, char** argv) {
       const double gflops = 2.0 * double(m.w.n_rows) * double(n_cols) / t.wall / 1e9;
       // Bytes per CPU-second: on a shared machine this shows the kernel's own speed.
       const double cpu_gbps = t.cpu > 0 ? double(m.bytes.size()) / t.cpu / 1e9 : 0.0;
-      std::printf("%-8s %10lld %10.1f %10.3f %10.2f %10.2f %8.2f %12.2f\n", std::string(ggml_type_name(type)).c_str(),
-                  static_cast<long long>(m.w.n_rows), double(m.bytes.size()) / (1 << 20), t.wall * 1e3, gbps, gflops,
-                  gbps / mem_gbps, cpu_gbps);
+      std::printf("%-8s %10lld %10.1f %10.3f %10.2f %10.2f %8.2f %12.2f\n",
+                  std::string(ggml_type_name(type)).c_str(), static_cast<long long>(m.w.n_rows),
+                  double(m.bytes.size()) / (1 << 20), t.wall * 1e3, gbps, gflops, gbps / mem_gbps, cpu_gbps);
       std::fflush(stdout);
     }
   }

@@ -9,6 +9,8 @@ int cmd_index(int argc, char** argv);
 int cmd_bench_io(int argc, char** argv);  // folded under `sluice bench io` by the lead
 int cmd_inspect(int argc, char** argv);
 int cmd_run(int argc, char** argv);
+int cmd_tokenize(int argc, char** argv);
+int cmd_synth(int argc, char** argv);
 // sluice bench kernels: matvec GB/s per weight type against streaming-read bandwidth.
 int cmd_bench_kernels(int argc, char** argv);
 int cmd_tune(int argc, char** argv);

@@ -58,9 +58,20 @@ inline __m256i expand_bits(const uint8_t* p) {
   return _mm256_cmpeq_epi8(bytes, _mm256_set1_epi64x(-1));
 }
 
-// Two 16-value sub-blocks side by side: int16 scale a in the low 128-bit lane, b in the high one.
-inline __m256i lane_scales(int a, int b) {
-  return _mm256_set_m128i(_mm_set1_epi16(int16_t(b)), _mm_set1_epi16(int16_t(a)));
+// Eight int16 sub-block scales, the same in both 128-bit lanes (shuffles work within a lane).
+inline __m256i duplicate_lanes(__m128i scales8x16) { return _mm256_set_m128i(scales8x16, scales8x16); }
+
+// Two 16-value sub-blocks side by side: scale 2k of `dup` (from duplicate_lanes) broadcast over
+// the low lane, scale 2k+1 over the high lane. One shuffle instead of building from scalars.
+inline __m256i pair_scales(__m256i dup, int k) {
+  const int lo = ((4 * k + 1) << 8) | (4 * k), hi = ((4 * k + 3) << 8) | (4 * k + 2);
+  return _mm256_shuffle_epi8(dup, _mm256_set_m128i(_mm_set1_epi16(int16_t(hi)), _mm_set1_epi16(int16_t(lo))));
+}
+
+// Scale k of `dup` (from duplicate_lanes) broadcast over both lanes: one 32-value sub-block.
+inline __m256i broadcast_scale(__m256i dup, int k) {
+  const int idx = ((2 * k + 1) << 8) | (2 * k);
+  return _mm256_shuffle_epi8(dup, _mm256_set1_epi16(int16_t(idx)));
 }
 
 }  // namespace sluice::kernels::cpu::avx2

@@ -18,31 +18,88 @@ constexpr int kQK = 32;     // values per block of the legacy formats (Q4_0 .. Q
 constexpr int kQK_K = 256;  // values per super-block of the k-quants
 constexpr int kKScaleSize = 12;
 
-struct BlockQ4_0 { uint16_t d; uint8_t qs[kQK / 2]; };
-struct BlockQ4_1 { uint16_t d; uint16_t m; uint8_t qs[kQK / 2]; };
-struct BlockQ5_0 { uint16_t d; uint8_t qh[4]; uint8_t qs[kQK / 2]; };
-struct BlockQ5_1 { uint16_t d; uint16_t m; uint8_t qh[4]; uint8_t qs[kQK / 2]; };
-struct BlockQ8_0 { uint16_t d; int8_t qs[kQK]; };
+struct BlockQ4_0 {
+  uint16_t d;
+  uint8_t qs[kQK / 2];
+};
+struct BlockQ4_1 {
+  uint16_t d;
+  uint16_t m;
+  uint8_t qs[kQK / 2];
+};
+struct BlockQ5_0 {
+  uint16_t d;
+  uint8_t qh[4];
+  uint8_t qs[kQK / 2];
+};
+struct BlockQ5_1 {
+  uint16_t d;
+  uint16_t m;
+  uint8_t qh[4];
+  uint8_t qs[kQK / 2];
+};
+struct BlockQ8_0 {
+  uint16_t d;
+  int8_t qs[kQK];
+};
 // s = d * sum(qs), precomputed so that Q4_1/Q5_1 dot products can add the min term cheaply.
-struct BlockQ8_1 { uint16_t d; uint16_t s; int8_t qs[kQK]; };
+struct BlockQ8_1 {
+  uint16_t d;
+  uint16_t s;
+  int8_t qs[kQK];
+};
 // e: shared E8M0 exponent; qs: 4-bit indices into kMxfp4Values (low nibbles = values 0..15).
-struct BlockMxfp4 { uint8_t e; uint8_t qs[kQK / 2]; };
-struct BlockIq4Nl { uint16_t d; uint8_t qs[kQK / 2]; };
+struct BlockMxfp4 {
+  uint8_t e;
+  uint8_t qs[kQK / 2];
+};
+struct BlockIq4Nl {
+  uint16_t d;
+  uint8_t qs[kQK / 2];
+};
 
 // 16 sub-blocks of 16: 4-bit scale (low nibble) and 4-bit min (high nibble) per sub-block.
-struct BlockQ2_K { uint8_t scales[kQK_K / 16]; uint8_t qs[kQK_K / 4]; uint16_t d; uint16_t dmin; };
+struct BlockQ2_K {
+  uint8_t scales[kQK_K / 16];
+  uint8_t qs[kQK_K / 4];
+  uint16_t d;
+  uint16_t dmin;
+};
 // 2 low bits in qs, the third bit in hmask (set = no offset, clear = subtract 4); 16 6-bit scales
 // packed into 12 bytes, biased by 32.
-struct BlockQ3_K { uint8_t hmask[kQK_K / 8]; uint8_t qs[kQK_K / 4]; uint8_t scales[12]; uint16_t d; };
+struct BlockQ3_K {
+  uint8_t hmask[kQK_K / 8];
+  uint8_t qs[kQK_K / 4];
+  uint8_t scales[12];
+  uint16_t d;
+};
 // 8 sub-blocks of 32 with 6-bit scales and mins packed into 12 bytes (see scale_min_k4).
-struct BlockQ4_K { uint16_t d; uint16_t dmin; uint8_t scales[kKScaleSize]; uint8_t qs[kQK_K / 2]; };
+struct BlockQ4_K {
+  uint16_t d;
+  uint16_t dmin;
+  uint8_t scales[kKScaleSize];
+  uint8_t qs[kQK_K / 2];
+};
 struct BlockQ5_K {
-  uint16_t d; uint16_t dmin; uint8_t scales[kKScaleSize]; uint8_t qh[kQK_K / 8]; uint8_t qs[kQK_K / 2];
+  uint16_t d;
+  uint16_t dmin;
+  uint8_t scales[kKScaleSize];
+  uint8_t qh[kQK_K / 8];
+  uint8_t qs[kQK_K / 2];
 };
 // 4 low bits in ql, 2 high bits in qh, values biased by 32; 16 signed 8-bit scales.
-struct BlockQ6_K { uint8_t ql[kQK_K / 2]; uint8_t qh[kQK_K / 4]; int8_t scales[kQK_K / 16]; uint16_t d; };
+struct BlockQ6_K {
+  uint8_t ql[kQK_K / 2];
+  uint8_t qh[kQK_K / 4];
+  int8_t scales[kQK_K / 16];
+  uint16_t d;
+};
 // The k-quants' activation format: f32 scale, and per-16 sums of qs for the min terms.
-struct BlockQ8_K { float d; int8_t qs[kQK_K]; int16_t bsums[kQK_K / 16]; };
+struct BlockQ8_K {
+  float d;
+  int8_t qs[kQK_K];
+  int16_t bsums[kQK_K / 16];
+};
 
 static_assert(sizeof(BlockQ4_0) == 18 && sizeof(BlockQ4_1) == 20 && sizeof(BlockQ5_0) == 22);
 static_assert(sizeof(BlockQ5_1) == 24 && sizeof(BlockQ8_0) == 34 && sizeof(BlockQ8_1) == 36);
@@ -74,7 +131,8 @@ inline uint16_t f32_to_fp16(float f) {
   const uint32_t x = std::bit_cast<uint32_t>(f);
   const uint16_t sign = uint16_t((x >> 16) & 0x8000);
   const uint32_t ax = x & 0x7fffffffu;
-  if (ax >= 0x7f800000u) return uint16_t(sign | 0x7c00 | (ax > 0x7f800000u ? 0x200 | ((ax >> 13) & 0x3ff) : 0));
+  if (ax >= 0x7f800000u)
+    return uint16_t(sign | 0x7c00 | (ax > 0x7f800000u ? 0x200 | ((ax >> 13) & 0x3ff) : 0));
   if (ax >= 0x477ff000u) return uint16_t(sign | 0x7c00);  // rounds to >= 65520: overflow
   if (ax < 0x38800000u) {
     // Result is subnormal (or zero): value / 2^-24 rounded to nearest even integer.

@@ -67,8 +67,7 @@ float fit_symmetric(const float* x, int n, int qmin, int qmax, int8_t* q) {
   return best_scale;
 }
 
-void fit_affine(const float* x, int n, int qmax, bool any_offset, uint8_t* q, float* scale,
-                float* offset) {
+void fit_affine(const float* x, int n, int qmax, bool any_offset, uint8_t* q, float* scale, float* offset) {
   float min = x[0], max = x[0];
   for (int i = 1; i < n; ++i) {
     min = std::min(min, x[i]);

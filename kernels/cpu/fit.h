@@ -16,8 +16,7 @@ float fit_symmetric(const float* x, int n, int qmin, int qmax, int8_t* q);
 
 // x ~= scale * q - offset with q in [0, qmax] and offset >= 0 (the k-quants' "min" form, which
 // ggml requires to include zero), or any offset when `any_offset` (Q4_1/Q5_1). Writes q.
-void fit_affine(const float* x, int n, int qmax, bool any_offset, uint8_t* q, float* scale,
-                float* offset);
+void fit_affine(const float* x, int n, int qmax, bool any_offset, uint8_t* q, float* scale, float* offset);
 
 // Round half to even (ggml's nearest_int), for |v| < 2^22.
 int nearest_int(float v);

@@ -16,22 +16,30 @@ namespace {
 // Rows per chunk: at least 16 so that neighbouring threads never share a cache line of y.
 constexpr int64_t kRowGrain = 16;
 
-void check_shapes(const WeightMatrix& w, size_t x_size, int64_t n_tokens, size_t y_size, const std::byte* scratch_data,
-                  size_t scratch_size) {
+void check_shapes(const WeightMatrix& w, size_t x_size, int64_t n_tokens, size_t y_size,
+                  const std::byte* scratch_data, size_t scratch_size) {
   require_supported(w.type, "matvec weight");
   const auto& traits = ggml_traits(w.type);
   auto fail = [](const std::string& msg) { throw Error(ErrorCode::invalid_argument, msg); };
-  if (w.n_cols <= 0 || w.n_rows < 0 || n_tokens < 0) fail("matvec: bad shape");
+  if (w.n_cols <= 0 || w.n_rows < 0 || n_tokens < 0)
+    fail("matvec: bad shape " + std::to_string(w.n_rows) + " x " + std::to_string(w.n_cols) + " with " +
+         std::to_string(n_tokens) + " tokens");
+  if (w.n_rows > 0 && w.data == nullptr) fail("matvec: weight matrix has no data");
   if (w.n_cols % traits.block_size != 0)
     fail("matvec: row length " + std::to_string(w.n_cols) + " is not a multiple of " +
          std::string(traits.name) + "'s block size " + std::to_string(traits.block_size));
   const uint64_t act_block = ggml_traits(vec_dot_type(w.type)).block_size;
   if (w.n_cols % act_block != 0)
-    fail("matvec: row length " + std::to_string(w.n_cols) + " is not a multiple of the activation block size " +
-         std::to_string(act_block));
-  if (w.row_stride < ggml_row_bytes(w.type, uint64_t(w.n_cols))) fail("matvec: row stride smaller than a row");
-  if (x_size < size_t(w.n_cols * n_tokens)) fail("matvec: x holds " + std::to_string(x_size) + " values, needs " + std::to_string(w.n_cols * n_tokens));
-  if (y_size < size_t(w.n_rows * n_tokens)) fail("matvec: y holds " + std::to_string(y_size) + " values, needs " + std::to_string(w.n_rows * n_tokens));
+    fail("matvec: row length " + std::to_string(w.n_cols) +
+         " is not a multiple of the activation block size " + std::to_string(act_block));
+  if (w.row_stride < ggml_row_bytes(w.type, uint64_t(w.n_cols)))
+    fail("matvec: row stride smaller than a row");
+  if (x_size < size_t(w.n_cols * n_tokens))
+    fail("matvec: x holds " + std::to_string(x_size) + " values, needs " +
+         std::to_string(w.n_cols * n_tokens));
+  if (y_size < size_t(w.n_rows * n_tokens))
+    fail("matvec: y holds " + std::to_string(y_size) + " values, needs " +
+         std::to_string(w.n_rows * n_tokens));
   if (reinterpret_cast<uintptr_t>(scratch_data) % 4 != 0) fail("matvec: scratch must be 4-byte aligned");
   if (scratch_size < matmul_scratch_bytes(w.type, w.n_cols, n_tokens))
     fail("matvec: scratch holds " + std::to_string(scratch_size) + " bytes, needs " +
@@ -57,7 +65,8 @@ void matmul(const WeightMatrix& w, std::span<const float> x, int64_t n_tokens, s
   const size_t act_row = ggml_row_bytes(act_type, uint64_t(w.n_cols));
   const auto quantize = k.quantize[size_t(act_type)];
   const auto dot = k.vec_dot[size_t(w.type)];
-  for (int64_t t = 0; t < n_tokens; ++t) quantize(x.data() + t * w.n_cols, scratch.data() + t * act_row, w.n_cols);
+  for (int64_t t = 0; t < n_tokens; ++t)
+    quantize(x.data() + t * w.n_cols, scratch.data() + t * act_row, w.n_cols);
 
   struct Task {
     const WeightMatrix& w;

@@ -25,13 +25,22 @@ size_t slot(GgmlType type, std::string_view what) {
 
 bool is_supported(GgmlType type) {
   switch (type) {
-    case GgmlType::F32: case GgmlType::F16: case GgmlType::BF16:
-    case GgmlType::Q4_0: case GgmlType::Q4_1: case GgmlType::Q5_0: case GgmlType::Q5_1:
-    case GgmlType::Q8_0: case GgmlType::Q2_K: case GgmlType::Q3_K: case GgmlType::Q4_K:
-    case GgmlType::Q5_K: case GgmlType::Q6_K: case GgmlType::MXFP4: case GgmlType::IQ4_NL:
-      return true;
-    default:
-      return false;
+    case GgmlType::F32:
+    case GgmlType::F16:
+    case GgmlType::BF16:
+    case GgmlType::Q4_0:
+    case GgmlType::Q4_1:
+    case GgmlType::Q5_0:
+    case GgmlType::Q5_1:
+    case GgmlType::Q8_0:
+    case GgmlType::Q2_K:
+    case GgmlType::Q3_K:
+    case GgmlType::Q4_K:
+    case GgmlType::Q5_K:
+    case GgmlType::Q6_K:
+    case GgmlType::MXFP4:
+    case GgmlType::IQ4_NL: return true;
+    default: return false;
   }
 }
 
@@ -46,15 +55,19 @@ GgmlType vec_dot_type(GgmlType weight_type) {
     case GgmlType::F32: return GgmlType::F32;
     case GgmlType::F16: return GgmlType::F16;
     case GgmlType::BF16: return GgmlType::BF16;
-    case GgmlType::Q4_1: case GgmlType::Q5_1: return GgmlType::Q8_1;
-    case GgmlType::Q4_0: case GgmlType::Q5_0: case GgmlType::Q8_0:
-    case GgmlType::MXFP4: case GgmlType::IQ4_NL:
-      return GgmlType::Q8_0;
-    case GgmlType::Q2_K: case GgmlType::Q3_K: case GgmlType::Q4_K:
-    case GgmlType::Q5_K: case GgmlType::Q6_K:
-      return GgmlType::Q8_K;
-    default:
-      fail_unsupported(weight_type, "dot product");
+    case GgmlType::Q4_1:
+    case GgmlType::Q5_1: return GgmlType::Q8_1;
+    case GgmlType::Q4_0:
+    case GgmlType::Q5_0:
+    case GgmlType::Q8_0:
+    case GgmlType::MXFP4:
+    case GgmlType::IQ4_NL: return GgmlType::Q8_0;
+    case GgmlType::Q2_K:
+    case GgmlType::Q3_K:
+    case GgmlType::Q4_K:
+    case GgmlType::Q5_K:
+    case GgmlType::Q6_K: return GgmlType::Q8_K;
+    default: fail_unsupported(weight_type, "dot product");
   }
 }
 

@@ -84,7 +84,8 @@ void quantize_q8_k(const float* src, void* dst, int64_t n) {
     }
     // The scale's sign comes from the first value of largest magnitude, as in the scalar code.
     int first = 0;
-    while (std::fabs(src[first]) != amax) ++first;
+    // Bounded: with a NaN in the block amax may match nothing (garbage out, but no overrun).
+    while (first < kQK_K - 1 && std::fabs(src[first]) != amax) ++first;
     const float iscale = -127.0f / src[first];
     const __m256 mul = _mm256_set1_ps(iscale);
     const __m256i cap = _mm256_set1_epi32(127);

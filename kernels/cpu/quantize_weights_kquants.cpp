@@ -20,8 +20,8 @@ struct AffineSubBlocks {
 };
 
 // Sub-block scales and mins -> integer codes in [0, levels] against super-block d and dmin.
-void quantize_scales(const AffineSubBlocks& fit, int n_sub, int levels, uint16_t* d16,
-                     uint16_t* dmin16, uint8_t* sc, uint8_t* mn) {
+void quantize_scales(const AffineSubBlocks& fit, int n_sub, int levels, uint16_t* d16, uint16_t* dmin16,
+                     uint8_t* sc, uint8_t* mn) {
   float max_scale = 0.0f, max_min = 0.0f;
   for (int j = 0; j < n_sub; ++j) {
     max_scale = std::max(max_scale, fit.scale[j]);
@@ -118,7 +118,8 @@ void quantize_q2_k(const float* src, void* dst, int64_t n) {
   for (int64_t i = 0; i < n / kQK_K; ++i, src += kQK_K) {
     uint8_t L[kQK_K];
     AffineSubBlocks fit{};
-    for (int j = 0; j < 16; ++j) fit_affine(src + 16 * j, 16, 3, false, L + 16 * j, &fit.scale[j], &fit.min[j]);
+    for (int j = 0; j < 16; ++j)
+      fit_affine(src + 16 * j, 16, 3, false, L + 16 * j, &fit.scale[j], &fit.min[j]);
     uint8_t sc[16], mn[16];
     quantize_scales(fit, 16, 15, &y[i].d, &y[i].dmin, sc, mn);
     const float d = fp16_to_f32(y[i].d), dmin = fp16_to_f32(y[i].dmin);
@@ -140,8 +141,10 @@ void quantize_q3_k(const float* src, void* dst, int64_t n) {
     std::memset(y[i].scales, 0, 12);
     for (int j = 0; j < 16; ++j) {
       const int l = scales[j] + 32;
-      if (j < 8) y[i].scales[j] = uint8_t(l & 0xF);
-      else y[i].scales[j - 8] |= uint8_t((l & 0xF) << 4);
+      if (j < 8)
+        y[i].scales[j] = uint8_t(l & 0xF);
+      else
+        y[i].scales[j - 8] |= uint8_t((l & 0xF) << 4);
       y[i].scales[j % 4 + 8] |= uint8_t((l >> 4) << (2 * (j / 4)));
     }
     // Bit 2 of each value goes to hmask (value j: byte j % 32, bit j / 32).
@@ -176,8 +179,14 @@ void quantize_q5_k(const float* src, void* dst, int64_t n) {
     for (int j = 0; j < kQK_K; j += 64, m1 = uint8_t(m1 << 2), m2 = uint8_t(m2 << 2)) {
       for (int l = 0; l < 32; ++l) {
         int l1 = L[j + l], l2 = L[j + l + 32];
-        if (l1 > 15) { l1 -= 16; y[i].qh[l] |= m1; }
-        if (l2 > 15) { l2 -= 16; y[i].qh[l] |= m2; }
+        if (l1 > 15) {
+          l1 -= 16;
+          y[i].qh[l] |= m1;
+        }
+        if (l2 > 15) {
+          l2 -= 16;
+          y[i].qh[l] |= m2;
+        }
         y[i].qs[j / 2 + l] = uint8_t(l1 | (l2 << 4));
       }
     }

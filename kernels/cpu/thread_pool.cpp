@@ -35,7 +35,9 @@ namespace {
 constexpr int kSpinIterations = 4000;
 constexpr int64_t kMaxChunks = 0xffff;
 
-inline uint64_t make_ticket(uint64_t generation, uint64_t n_chunks) { return (generation << 32) | (n_chunks << 16); }
+inline uint64_t make_ticket(uint64_t generation, uint64_t n_chunks) {
+  return (generation << 32) | (n_chunks << 16);
+}
 inline int64_t ticket_next(uint64_t t) { return int64_t(t & 0xffff); }
 inline int64_t ticket_chunks(uint64_t t) { return int64_t((t >> 16) & 0xffff); }
 
@@ -64,7 +66,8 @@ struct ThreadPool::State {
       const int64_t c = ticket_next(t);
       const int64_t n_chunks = ticket_chunks(t);
       if (c >= n_chunks) return;
-      if (!ticket.compare_exchange_weak(t, t + 1, std::memory_order_acq_rel, std::memory_order_acquire)) continue;
+      if (!ticket.compare_exchange_weak(t, t + 1, std::memory_order_acq_rel, std::memory_order_acquire))
+        continue;
       const int64_t begin = c * chunk;
       fn(ctx, begin, std::min(n, begin + chunk));
       if (done.fetch_add(1, std::memory_order_acq_rel) + 1 == n_chunks) {
@@ -105,7 +108,8 @@ struct ThreadPool::State {
 
 ThreadPool::ThreadPool(unsigned n_threads) : n_threads_(n_threads), state_(nullptr) {
   if (n_threads == 0) throw Error(ErrorCode::invalid_argument, "thread count must be at least 1 (got 0)");
-  if (n_threads > 4096) throw Error(ErrorCode::invalid_argument, "thread count " + std::to_string(n_threads) + " exceeds 4096");
+  if (n_threads > 4096)
+    throw Error(ErrorCode::invalid_argument, "thread count " + std::to_string(n_threads) + " exceeds 4096");
   state_ = new State();
   state_->workers.reserve(n_threads - 1);
   for (unsigned i = 1; i < n_threads; ++i) state_->workers.emplace_back([s = state_] { s->worker_loop(); });

@@ -32,8 +32,9 @@ float dot(const T* x, const T* y, int64_t n, Load load, Widen widen) {
 }  // namespace
 
 float vec_dot_f32(const void* w, const void* act, int64_t n) {
-  return dot(static_cast<const float*>(w), static_cast<const float*>(act), n,
-             [](const float* p) { return _mm256_loadu_ps(p); }, [](float v) { return v; });
+  return dot(
+      static_cast<const float*>(w), static_cast<const float*>(act), n,
+      [](const float* p) { return _mm256_loadu_ps(p); }, [](float v) { return v; });
 }
 
 float vec_dot_f16(const void* w, const void* act, int64_t n) {

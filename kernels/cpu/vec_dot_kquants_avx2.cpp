@@ -20,10 +20,10 @@ inline void unpack_scales_mins(const uint8_t* packed, uint8_t out[16]) {
   uint32_t u[4];
   std::memcpy(u, packed, 12);
   u[3] = ((u[2] >> 4) & kLow4) | (((u[1] >> 6) & kLow2) << 4);  // mins 4..7
-  const uint32_t mins_lo = u[1] & kLow6;                         // mins 0..3
-  u[1] = (u[2] & kLow4) | (((u[0] >> 6) & kLow2) << 4);          // scales 4..7
+  const uint32_t mins_lo = u[1] & kLow6;                        // mins 0..3
+  u[1] = (u[2] & kLow4) | (((u[0] >> 6) & kLow2) << 4);         // scales 4..7
   u[2] = mins_lo;
-  u[0] &= kLow6;                                                  // scales 0..3
+  u[0] &= kLow6;  // scales 0..3
   std::memcpy(out, u, 16);
 }
 
@@ -47,14 +47,16 @@ float vec_dot_q4_k(const void* w, const void* act, int64_t n) {
     const float d = y[i].d * half_to_f32(x[i].d);
     const float dmin = y[i].d * half_to_f32(x[i].dmin);
     mins_sum += dmin * float(min_term(sm + 8, y[i].bsums));
+    const __m256i sc =
+        duplicate_lanes(_mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sm))));
     __m256i sumi = _mm256_setzero_si256();
     for (int j = 0; j < 4; ++j) {
       const __m256i q4 = load32(x[i].qs + 32 * j);
       const __m256i lo = _mm256_maddubs_epi16(_mm256_and_si256(q4, low4), load32(y[i].qs + 64 * j));
       const __m256i hi = _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(q4, 4), low4),
                                               load32(y[i].qs + 64 * j + 32));
-      sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(lo, _mm256_set1_epi16(sm[2 * j])));
-      sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(hi, _mm256_set1_epi16(sm[2 * j + 1])));
+      sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(lo, broadcast_scale(sc, 2 * j)));
+      sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(hi, broadcast_scale(sc, 2 * j + 1)));
     }
     acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
   }
@@ -75,6 +77,8 @@ float vec_dot_q5_k(const void* w, const void* act, int64_t n) {
     const float dmin = y[i].d * half_to_f32(x[i].dmin);
     mins_sum += dmin * float(min_term(sm + 8, y[i].bsums));
     const __m256i hbits = load32(x[i].qh);
+    const __m256i sc =
+        duplicate_lanes(_mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sm))));
     __m256i sumi = _mm256_setzero_si256();
     for (int j = 0; j < 4; ++j) {
       const __m256i q5 = load32(x[i].qs + 32 * j);
@@ -86,8 +90,8 @@ float vec_dot_q5_k(const void* w, const void* act, int64_t n) {
       const __m256i v_hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q5, 4), low4), h_hi);
       const __m256i lo = _mm256_maddubs_epi16(v_lo, load32(y[i].qs + 64 * j));
       const __m256i hi = _mm256_maddubs_epi16(v_hi, load32(y[i].qs + 64 * j + 32));
-      sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(lo, _mm256_set1_epi16(sm[2 * j])));
-      sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(hi, _mm256_set1_epi16(sm[2 * j + 1])));
+      sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(lo, broadcast_scale(sc, 2 * j)));
+      sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(hi, broadcast_scale(sc, 2 * j + 1)));
     }
     acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
   }
@@ -107,7 +111,8 @@ float vec_dot_q6_k(const void* w, const void* act, int64_t n) {
     for (int half = 0; half < 2; ++half) {
       const uint8_t* ql = x[i].ql + 64 * half;
       const __m256i qh = load32(x[i].qh + 32 * half);
-      const int8_t* sc = x[i].scales + 8 * half;
+      const __m256i sc = duplicate_lanes(
+          _mm_cvtepi8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(x[i].scales + 8 * half))));
       const int8_t* q8 = y[i].qs + 128 * half;
       const __m256i ql0 = load32(ql), ql1 = load32(ql + 32);
       // Values 0..63 of the four 32-value groups of this half.
@@ -123,7 +128,7 @@ float vec_dot_q6_k(const void* w, const void* act, int64_t n) {
         const __m256i a = load32(q8 + 32 * g);
         // (v - 32) . a = v . a - 32 . a
         const __m256i p = _mm256_sub_epi16(_mm256_maddubs_epi16(v[g], a), _mm256_maddubs_epi16(bias, a));
-        sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, lane_scales(sc[2 * g], sc[2 * g + 1])));
+        sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, pair_scales(sc, g)));
       }
     }
     acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
@@ -142,17 +147,20 @@ float vec_dot_q2_k(const void* w, const void* act, int64_t n) {
     const float dmin = y[i].d * half_to_f32(x[i].dmin);
     // Min term: 16 4-bit mins times Q8_K's per-16 sums.
     const __m128i sc_bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x[i].scales));
-    const __m256i mins = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sc_bytes, 4), _mm_set1_epi8(0x0F)));
+    const __m256i mins =
+        _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sc_bytes, 4), _mm_set1_epi8(0x0F)));
     const __m256i bsums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[i].bsums));
     mins_sum += dmin * float(hsum_i32(_mm256_madd_epi16(mins, bsums)));
+    const __m256i all_scales = _mm256_cvtepu8_epi16(_mm_and_si128(sc_bytes, _mm_set1_epi8(0x0F)));
     __m256i sumi = _mm256_setzero_si256();
     for (int half = 0; half < 2; ++half) {
       const __m256i q2 = load32(x[i].qs + 32 * half);
-      const uint8_t* sc = x[i].scales + 8 * half;
+      const __m256i sc = duplicate_lanes(half == 0 ? _mm256_castsi256_si128(all_scales)
+                                                   : _mm256_extracti128_si256(all_scales, 1));
       for (int s = 0; s < 4; ++s) {
         const __m256i v = _mm256_and_si256(_mm256_srl_epi16(q2, _mm_cvtsi32_si128(2 * s)), m3);
         const __m256i p = _mm256_maddubs_epi16(v, load32(y[i].qs + 128 * half + 32 * s));
-        sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, lane_scales(sc[2 * s] & 0xF, sc[2 * s + 1] & 0xF)));
+        sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, pair_scales(sc, s)));
       }
     }
     acc = _mm256_fmadd_ps(_mm256_set1_ps(dall), _mm256_cvtepi32_ps(sumi), acc);
@@ -171,9 +179,13 @@ float vec_dot_q3_k(const void* w, const void* act, int64_t n) {
     unpack_q3_k_scales(x[i].scales, scales);
     const float d = half_to_f32(x[i].d) * y[i].d;
     const __m256i hbits = load32(x[i].hmask);
+    const __m256i all_scales =
+        _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(scales)));
     __m256i sumi = _mm256_setzero_si256();
     for (int half = 0; half < 2; ++half) {
       const __m256i q3 = load32(x[i].qs + 32 * half);
+      const __m256i sc = duplicate_lanes(half == 0 ? _mm256_castsi256_si128(all_scales)
+                                                   : _mm256_extracti128_si256(all_scales, 1));
       for (int s = 0; s < 4; ++s) {
         const int group = 4 * half + s;  // 32-value group: its high bits are bit `group` of hmask
         const __m256i low = _mm256_and_si256(_mm256_srl_epi16(q3, _mm_cvtsi32_si128(2 * s)), m3);
@@ -182,7 +194,7 @@ float vec_dot_q3_k(const void* w, const void* act, int64_t n) {
         const __m256i sub4 = _mm256_slli_epi16(_mm256_xor_si256(hset, one), 2);
         const __m256i a = load32(y[i].qs + 32 * group);
         const __m256i p = _mm256_sub_epi16(_mm256_maddubs_epi16(low, a), _mm256_maddubs_epi16(sub4, a));
-        sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, lane_scales(scales[2 * group], scales[2 * group + 1])));
+        sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, pair_scales(sc, s)));
       }
     }
     acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);

@@ -31,8 +31,8 @@ float vec_dot_q4_1(const void* w, const void* act, int64_t n) {
       sumi += (x[i].qs[j] & 0x0F) * y[i].qs[j];
       sumi += (x[i].qs[j] >> 4) * y[i].qs[j + kQK / 2];
     }
-    sum += float(sumi) * (fp16_to_f32(x[i].d) * fp16_to_f32(y[i].d)) +
-           fp16_to_f32(x[i].m) * fp16_to_f32(y[i].s);
+    sum +=
+        float(sumi) * (fp16_to_f32(x[i].d) * fp16_to_f32(y[i].d)) + fp16_to_f32(x[i].m) * fp16_to_f32(y[i].s);
   }
   return sum;
 }
@@ -68,8 +68,8 @@ float vec_dot_q5_1(const void* w, const void* act, int64_t n) {
       sumi += ((x[i].qs[j] & 0x0F) | xh0) * y[i].qs[j];
       sumi += ((x[i].qs[j] >> 4) | xh1) * y[i].qs[j + kQK / 2];
     }
-    sum += float(sumi) * (fp16_to_f32(x[i].d) * fp16_to_f32(y[i].d)) +
-           fp16_to_f32(x[i].m) * fp16_to_f32(y[i].s);
+    sum +=
+        float(sumi) * (fp16_to_f32(x[i].d) * fp16_to_f32(y[i].d)) + fp16_to_f32(x[i].m) * fp16_to_f32(y[i].s);
   }
   return sum;
 }
