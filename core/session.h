@@ -10,11 +10,19 @@
 // position before them in the cache, so a caller may split a prompt into several calls and get
 // the same numbers.
 //
-// Numerics follow ggml's CPU graph: each matmul quantizes its activation rows to the weight's
-// vec_dot_type (kernels::matmul), the KV cache rounds to its type, attention with an F16 cache
-// rounds q to F16 for q.k and the softmax weights to F16 for the value sum, norms and softmax
-// accumulate in double as ggml does, and the MoE output sums the weighted expert outputs in
-// routing order (llama.cpp's ffn_moe_out).
+// Numerics follow llama.cpp's CPU graph on the reference build (x86, AVX-512, llamafile, REPACK):
+//   - quantized weights: kernels::matmul quantizes activation rows to the vec_dot_type;
+//   - F32/F16 weights (kernels/dot_f32.h): F16 rounds the activation, then products are summed
+//     in ggml's exact order: llamafile's tinyBLAS order for a batch (>= 2 rows, n % 16 == 0,
+//     plain mul_mat), ggml_vec_dot_f32's order for one token, permuted F32 inputs and experts
+//     (mul_mat_id); so one-token calls and batches differ in the last bits, as in llama.cpp;
+//   - attention runs over llama.cpp's padded KV cell count (multiple of 256, capped by n_ctx) with
+//     masked cells at -inf; an F16 cache rounds q and the softmax weights to F16;
+//   - softmax/silu use ggml's AVX-512 exp on full 16-lane blocks (emulated exactly), rope uses
+//     the FMA contraction GCC applies to ggml's rotation;
+//   - norms and routing sums accumulate in double as ggml does; the MoE output sums the weighted
+//     expert outputs in routing order (llama.cpp's ffn_moe_out).
+// Result: qwen3moe and llama-moe F32/F16 logits are bit-identical to llama.cpp's.
 //
 // Memory: everything (KV cache, activations, router scratch, matmul scratch, per-thread attention
 // scratch) is sized in the constructor from the config, n_ctx and n_batch. forward() allocates
