@@ -42,8 +42,11 @@ BandwidthReport probe_bandwidth(const std::string& path, const BandwidthOptions&
   uint64_t step = report.file_size / read_size >= 4 ? read_size : kAlign;
   uint64_t positions = (report.file_size - read_size) / step + 1;
 
-  uint64_t buffers = std::max<uint64_t>(1, std::min<uint64_t>(max_depth, options.max_buffer_bytes / read_size));
-  AlignedBuffer memory(buffers * read_size);
+  report.misaligned = options.misaligned;
+  const uint64_t shift = options.misaligned ? 32 : 0;  // GGUF's alignment, not the device's
+  const uint64_t stride = read_size + (options.misaligned ? kAlign : 0);
+  uint64_t buffers = std::max<uint64_t>(1, std::min<uint64_t>(max_depth, options.max_buffer_bytes / stride));
+  AlignedBuffer memory(buffers * stride);
   std::mt19937_64 rng(options.seed);
   std::uniform_int_distribution<uint64_t> pick(0, positions - 1);
 
@@ -56,7 +59,7 @@ BandwidthReport probe_bandwidth(const std::string& path, const BandwidthOptions&
     auto issue = [&](unsigned count) {
       batch.clear();
       for (unsigned i = 0; i < count; ++i, ++issued) {
-        std::byte* dst = memory.data() + (issued % buffers) * read_size;
+        std::byte* dst = memory.data() + (issued % buffers) * stride + shift;
         batch.push_back(ReadRequest{pick(rng) * step, read_size, dst, issued});
       }
       reader.submit(batch);

@@ -27,6 +27,7 @@ struct BandwidthOptions {
   uint64_t max_bytes_per_depth = 0;        // 0: no byte limit
   uint64_t max_buffer_bytes = 256u << 20;  // destination memory; reads share buffers beyond it
   uint64_t seed = 42;
+  bool misaligned = false;  // destinations 32 bytes off the file's alignment: measures staging
   IoOptions io;                            // kind, direct; queue_depth is raised to each depth
 };
 
@@ -44,6 +45,7 @@ struct BandwidthReport {
   uint64_t read_size = 0;
   std::string backend;  // "uring" or "pread"
   bool direct = false;
+  bool misaligned = false;
   std::vector<DepthResult> depths;
   double max_gb_per_s = 0;
   unsigned best_depth = 0;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
 
 #include "common/error.h"
 
@@ -21,6 +22,44 @@ uint64_t mix(uint64_t x) {  // splitmix64 finalizer
 uint64_t extent_key(const ReadRequest& r) { return mix(r.offset ^ mix(r.length)); }
 
 }  // namespace
+
+FaultOptions parse_fault_options(std::string_view spec, std::string_view what) {
+  FaultOptions o;
+  auto bad = [&](std::string_view item, const char* why) {
+    return Error(ErrorCode::invalid_argument, std::string(what) + ": " + why + " in '" + std::string(item) +
+                                                  "' (keys: seed, short, eagain, delay, eio, eio_always, flip, fail_at)");
+  };
+  while (!spec.empty()) {
+    size_t comma = spec.find(',');
+    std::string_view item = spec.substr(0, comma);
+    spec = comma == std::string_view::npos ? std::string_view{} : spec.substr(comma + 1);
+    if (item.empty()) continue;
+    size_t eq = item.find('=');
+    if (eq == std::string_view::npos) throw bad(item, "expected key=value");
+    std::string_view key = item.substr(0, eq), value = item.substr(eq + 1);
+    if (key == "seed" || key == "fail_at") {
+      uint64_t v = 0;
+      auto [ptr, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
+      if (ec != std::errc() || ptr != value.data() + value.size()) throw bad(item, "expected an integer");
+      if (key == "seed") o.seed = v;
+      else o.fail_offsets.push_back(v);
+      continue;
+    }
+    double rate = 0;
+    auto [ptr, ec] = std::from_chars(value.data(), value.data() + value.size(), rate);
+    if (ec != std::errc() || ptr != value.data() + value.size() || !(rate >= 0 && rate <= 1)) {
+      throw bad(item, "expected a rate in [0, 1]");
+    }
+    if (key == "short") o.short_read_rate = rate;
+    else if (key == "eagain") o.eagain_rate = rate;
+    else if (key == "delay") o.delay_rate = rate;
+    else if (key == "eio") o.transient_eio_rate = rate;
+    else if (key == "eio_always") o.persistent_eio_rate = rate;
+    else if (key == "flip") o.bit_flip_rate = rate;
+    else throw bad(item, "unknown key");
+  }
+  return o;
+}
 
 FaultInjectingReader::FaultInjectingReader(std::unique_ptr<Reader> inner, FaultOptions options)
     : inner_(std::move(inner)), options_(std::move(options)), rng_(options_.seed) {

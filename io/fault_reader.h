@@ -30,6 +30,7 @@
 #include <mutex>
 #include <random>
 #include <string>
+#include <string_view>
 #include <unordered_set>
 #include <vector>
 
@@ -56,6 +57,12 @@ struct FaultCounts {
   uint64_t persistent_eios = 0;
   uint64_t bit_flips = 0;
 };
+
+// Parses a fault spec for a command-line flag or environment variable (e.g. --io-faults):
+// comma-separated key=value with keys seed, short, eagain, delay, eio (transient), eio_always
+// (persistent rate), flip, fail_at (an offset; may repeat), e.g. "seed=7,short=0.1,delay=0.2".
+// Rates are in [0, 1]. Throws Error(invalid_argument) naming `what` and the bad item.
+FaultOptions parse_fault_options(std::string_view spec, std::string_view what = "--io-faults");
 
 class FaultInjectingReader final : public Reader {
  public:

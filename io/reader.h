@@ -21,6 +21,11 @@
 // the right bytes, just through the staging area (one extra memcpy). placement_pad() gives the
 // pad to put before a destination inside a slot so that it lands aligned.
 //
+// Thread safety: the readers in io/ (uring, pread, fault) accept calls from any thread and
+// serialize them internally; a reap() that waits may hold the reader until a completion lands,
+// so one IO thread that both submits and reaps is the fast pattern. Completions come back in
+// any order.
+//
 // register_buffer() offers a long-lived region (the cache's arena) for the reader to register
 // with the kernel (io_uring fixed buffers). It returns false when this reader cannot or the
 // kernel refuses (RLIMIT_MEMLOCK, file-backed memory, no io_uring): reads into the region stay

@@ -47,6 +47,20 @@ TEST_CASE("the bandwidth probe measures every depth and reports the best") {
   CHECK(r.best_depth != 0);
 }
 
+TEST_CASE("the bandwidth probe can land reads misaligned, through the staging area") {
+  test::ScopedDir dir(disk_or_temp("bw-misaligned"));
+  auto path = make_file(dir, 8u << 20);
+  io::BandwidthOptions o;
+  o.read_size = 1u << 20;
+  o.depths = {2};
+  o.seconds_per_depth = 0.05;
+  o.misaligned = true;
+  io::BandwidthReport r = io::probe_bandwidth(path.string(), o);
+  CHECK(r.misaligned);
+  REQUIRE(r.depths.size() == 1);
+  CHECK(r.depths[0].reads > 0);
+}
+
 TEST_CASE("the bandwidth probe clamps the read size to the file and rejects an empty file") {
   test::ScopedDir dir(disk_or_temp("bw-small"));
   auto path = make_file(dir, 100000);

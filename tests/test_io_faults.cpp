@@ -172,3 +172,26 @@ TEST_CASE("flipped bits reach the caller as successful reads and are counted") {
   CHECK(check.mismatched == reader.counts().bit_flips);  // one flipped bit per corrupted extent
   CHECK(reader.counts().bit_flips > 0);
 }
+
+TEST_CASE("a fault spec string maps onto fault options and rejects bad items") {
+  io::FaultOptions o = io::parse_fault_options("seed=9,short=0.25,eagain=0.1,delay=0.5,eio=0.01,eio_always=0.001,flip=0.2,fail_at=4096,fail_at=8192");
+  CHECK(o.seed == 9);
+  CHECK(o.short_read_rate == 0.25);
+  CHECK(o.eagain_rate == 0.1);
+  CHECK(o.delay_rate == 0.5);
+  CHECK(o.transient_eio_rate == 0.01);
+  CHECK(o.persistent_eio_rate == 0.001);
+  CHECK(o.bit_flip_rate == 0.2);
+  CHECK(o.fail_offsets == std::vector<uint64_t>{4096, 8192});
+  for (const char* bad : {"short=2", "bogus=0.1", "seed=x", "short"}) {
+    CAPTURE(bad);
+    try {
+      io::parse_fault_options(bad);
+      FAIL("accepted a bad fault spec");
+    } catch (const Error& e) {
+      CHECK(e.code() == ErrorCode::invalid_argument);
+      CHECK(std::string(e.what()).find("--io-faults") != std::string::npos);
+      CHECK(std::string(e.what()).find(bad) != std::string::npos);
+    }
+  }
+}

@@ -305,3 +305,25 @@ TEST_CASE("a queue depth of zero is rejected") {
     CHECK(std::string(e.what()).find("queue depth") != std::string::npos);
   }
 }
+
+TEST_CASE("a batch of requests goes to the kernel with one io_uring_submit") {
+  TestFile f = make_file("batch");
+  io::UringOptions o;
+  o.queue_depth = 64;
+  io::UringReader reader(f.path.string(), o);
+  io::AlignedBuffer buf(32u * 65536);
+  std::vector<io::ReadRequest> requests;
+  for (uint64_t i = 0; i < 32; ++i) requests.push_back({i * 65536, 65536, buf.data() + i * 65536, i});
+  uint64_t before = reader.stats().submit_calls;
+  reader.submit(requests);
+  CHECK(reader.stats().submit_calls - before == 1);
+  CHECK(reader.stats().ops == 32);
+  std::vector<io::Completion> done(32);
+  size_t n = 0;
+  while (n < 32) n += reader.reap(std::span(done).subspan(n), 1);
+  for (const auto& c : done) {
+    CHECK(c.result == 65536);
+    CHECK(std::memcmp(c.request.dst, f.bytes.data() + c.request.offset, 65536) == 0);
+  }
+  if (reader.direct()) CHECK(reader.stats().staged_ops == 0);  // aligned extents, aligned memory
+}

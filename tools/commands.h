@@ -5,8 +5,8 @@
 
 namespace sluice::tools {
 
-int cmd_index(int argc, char** argv);
 int cmd_bench_io(int argc, char** argv);  // folded under `sluice bench io` by the lead
+int cmd_index(int argc, char** argv);
 int cmd_inspect(int argc, char** argv);
 int cmd_run(int argc, char** argv);
 int cmd_tokenize(int argc, char** argv);
