@@ -11,8 +11,8 @@ int cmd_inspect(int argc, char** argv);
 int cmd_run(int argc, char** argv);
 int cmd_tokenize(int argc, char** argv);
 int cmd_synth(int argc, char** argv);
-// sluice bench kernels: matvec GB/s per weight type against streaming-read bandwidth.
-int cmd_bench_kernels(int argc, char** argv);
 int cmd_tune(int argc, char** argv);
+// sluice bench kernels: matvec GB/s per weight type against streaming-read bandwidth.
+int cmd_bench_kernels(int argc, char** argv);  // folded under `sluice bench kernels` by the lead
 
 }  // namespace sluice::tools
