@@ -80,26 +80,26 @@ TEST_CASE("the bandwidth probe clamps the read size to the file and rejects an e
   }
 }
 
-TEST_CASE("sluice bench-io prints a table or JSON and rejects a bad read size") {
+TEST_CASE("sluice bench io prints a table or JSON and rejects a bad read size") {
   test::ScopedDir dir(disk_or_temp("bw-cli"));
   auto path = make_file(dir, 8u << 20);
-  auto r = test::run_sluice("bench-io -m '" + path.string() + "' --read-size 1M --depths 1,2 --seconds 0.05");
+  auto r = test::run_sluice("bench io -m '" + path.string() + "' --read-size 1M --depths 1,2 --seconds 0.05");
   REQUIRE(r.exit_code == 0);
   CHECK(r.out.find("raw bandwidth") != std::string::npos);
   CHECK(r.out.find("GB/s") != std::string::npos);
 
-  r = test::run_sluice("bench-io -m '" + path.string() + "' --read-size 512K --depths 1,4 --seconds 0.05 --json");
+  r = test::run_sluice("bench io -m '" + path.string() + "' --read-size 512K --depths 1,4 --seconds 0.05 --json");
   REQUIRE(r.exit_code == 0);
   auto j = nlohmann::json::parse(r.out);
   CHECK(j["read_size"] == 512 * 1024);
   CHECK(j["depths"].size() == 2);
   CHECK(j["max_gb_per_s"].get<double>() > 0);
 
-  r = test::run_sluice("bench-io -m '" + path.string() + "' --read-size lots");
+  r = test::run_sluice("bench io -m '" + path.string() + "' --read-size lots");
   CHECK(r.exit_code != 0);
   CHECK(r.err.find("--read-size") != std::string::npos);
 
-  r = test::run_sluice("bench-io -m '" + (dir.path / "missing.gguf").string() + "'");
+  r = test::run_sluice("bench io -m '" + (dir.path / "missing.gguf").string() + "'");
   CHECK(r.exit_code == 1);
   CHECK(r.err.find("missing.gguf") != std::string::npos);
 }

@@ -7,7 +7,7 @@
 
 namespace {
 // The subcommand as registered in tools/main.cpp.
-const std::string kBench = "bench-kernels";
+const std::string kBench = "bench kernels";
 }  // namespace
 
 TEST_CASE("the kernel benchmark prints GB/s, GFLOP/s and the ratio to memory bandwidth per type") {

@@ -1,6 +1,8 @@
-// sluice run -m MODEL.gguf -p "prompt" -n 64: generate text with the whole model in RAM.
+// sluice run -m MODEL.gguf -p "prompt" -n 64 [--budget 29G]: generate text, routed experts
+// streamed from disk through the budgeted cache (or all in RAM with --in-core).
 // Text goes to stdout as it is produced; load and speed figures go to stderr.
 #include <chrono>
+#include <filesystem>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -10,7 +12,8 @@
 
 #include "common/error.h"
 #include "common/units.h"
-#include "core/expert_source.h"
+#include "core/bench.h"
+#include "core/engine.h"
 #include "core/model.h"
 #include "core/sampler.h"
 #include "core/session.h"
@@ -46,10 +49,60 @@ std::vector<int32_t> parse_token_list(const std::string& text) {
   return ids;
 }
 
+// --stats: one line per generated token and a summary, from the cache's counters.
+class StatsPrinter {
+ public:
+  StatsPrinter(core::Engine& engine, bool enabled) : engine_(engine), enabled_(enabled) {}
+  void begin() {
+    if (!enabled_) return;
+    t_ = Clock::now();
+    if (engine_.cache()) before_ = engine_.cache()->stats().total;
+    if (!started_) start_ = before_;  // the summary covers decode only
+    started_ = true;
+  }
+  void token(int index) {
+    if (!enabled_) return;
+    double ms = seconds_since(t_) * 1e3;
+    if (!engine_.cache()) {
+      std::fprintf(stderr, "[token %d] %.2f ms (experts in core)\n", index, ms);
+      return;
+    }
+    cache::CacheCounters now = engine_.cache()->stats().total;
+    std::fprintf(stderr, "[token %d] %.2f ms  hits %llu  misses %llu  read %.2f MB  io wait %.2f ms\n", index, ms,
+                 static_cast<unsigned long long>(now.hits - before_.hits),
+                 static_cast<unsigned long long>(now.misses - before_.misses), (now.bytes_read - before_.bytes_read) / 1e6,
+                 (now.io_wait_ns - before_.io_wait_ns) / 1e6);
+  }
+  void summary(double seconds) {
+    if (!enabled_) return;
+    std::fprintf(stderr, "sluice run: peak RSS %llu bytes (%s) with %s accounted to the budget\n",
+                 static_cast<unsigned long long>(core::peak_rss_bytes()), human_bytes(core::peak_rss_bytes()).c_str(),
+                 human_bytes(engine_.budget().total()).c_str());
+    if (!engine_.cache()) return;
+    cache::CacheStats s = engine_.cache()->stats();
+    const cache::CacheCounters& t = s.total;
+    uint64_t hits = t.hits - start_.hits, misses = t.misses - start_.misses, bytes = t.bytes_read - start_.bytes_read;
+    std::fprintf(stderr,
+                 "sluice run: decode hit rate %.1f%% (%llu hits, %llu misses), read %s (%.2f GB/s achieved), "
+                 "IO wait %.1f%% of decode time, %llu evictions, %s resident in the expert cache\n",
+                 hits + misses ? 100.0 * hits / (hits + misses) : 0.0, static_cast<unsigned long long>(hits),
+                 static_cast<unsigned long long>(misses), human_bytes(bytes).c_str(), seconds > 0 ? bytes / seconds / 1e9 : 0.0,
+                 seconds > 0 ? 100.0 * (t.io_wait_ns - start_.io_wait_ns) / 1e9 / seconds : 0.0,
+                 static_cast<unsigned long long>(t.evictions), human_bytes(s.resident_bytes).c_str());
+  }
+
+ private:
+  core::Engine& engine_;
+  bool enabled_;
+  Clock::time_point t_;
+  cache::CacheCounters start_, before_;
+  bool started_ = false;
+};
+
 }  // namespace
 
 int cmd_run(int argc, char** argv) {
-  cxxopts::Options options("sluice run", "Generate text with a GGUF model held in RAM");
+  cxxopts::Options options("sluice run", "Generate text; routed experts stream from disk inside --budget");
   options.add_options()
       ("m,model", "GGUF model file", cxxopts::value<std::string>())
       ("p,prompt", "prompt text (BOS is added when the model asks for it)", cxxopts::value<std::string>())
@@ -68,6 +121,13 @@ int cmd_run(int argc, char** argv) {
       ("kv-type", "KV cache type: f16 or f32", cxxopts::value<std::string>()->default_value("f16"))
       ("widen-f16", "convert F16 weights to F32 at load")
       ("ignore-eos", "keep generating after the end-of-sequence token")
+      ("budget", "memory ceiling for everything sluice allocates for the model (29G = 29 GiB, 512M, or 10% of the file)", cxxopts::value<std::string>())
+      ("cache-experts", "size the budget so the expert cache holds this share of all routed experts (e.g. 25%)", cxxopts::value<std::string>())
+      ("in-core", "load the routed experts into RAM too (no cache, no streaming)")
+      ("io", "IO backend: auto, uring or pread", cxxopts::value<std::string>()->default_value("auto"))
+      ("policy", "expert cache eviction policy (lru, lfu, lru-quota, freq, hot-pin, predict)", cxxopts::value<std::string>()->default_value("lru"))
+      ("verify", "check shards against the model's index (sluice index): on or off", cxxopts::value<std::string>()->default_value("on"))
+      ("stats", "print a line per token (time, hits/misses, MB read, IO wait) and a summary")
       ("logits-out", "write f32 logits [n_prompt + n_generated][n_vocab] (LE) to FILE", cxxopts::value<std::string>())
       ("h,help", "show this help");
   auto args = options.parse(argc, argv);
@@ -87,9 +147,39 @@ int cmd_run(int argc, char** argv) {
     throw Error(ErrorCode::invalid_argument, "--kv-type '" + kv_name + "' must be f16 or f32");
   if (is_kimi_k3_file(args["model"].as<std::string>())) return run_kimi_k3(args);  // hybrid KDA/MLA
 
+  const std::string verify = args["verify"].as<std::string>();
+  if (verify != "on" && verify != "off")
+    throw Error(ErrorCode::invalid_argument, "--verify '" + verify + "' must be on or off");
+  const std::string model_path = args["model"].as<std::string>();
+  core::EngineOptions eo;
+  eo.model_path = model_path;
+  eo.threads = threads;
+  eo.widen_f16_to_f32 = args.count("widen-f16") > 0;
+  eo.in_core = args.count("in-core") > 0;
+  eo.io.kind = io::parse_io_kind(args["io"].as<std::string>());
+  eo.policy = args["policy"].as<std::string>();
+  eo.verify = verify == "on";
+  eo.session.n_ctx = args["ctx-size"].as<int64_t>();
+  eo.session.n_batch = std::max<int64_t>(1, args["batch-size"].as<int64_t>());
+  if (eo.session.n_ctx > 0) eo.session.n_batch = std::min(eo.session.n_batch, eo.session.n_ctx);
+  eo.session.kv_type = kv_name == "f32" ? GgmlType::F32 : GgmlType::F16;
+  if (args.count("budget")) {
+    const std::string b = args["budget"].as<std::string>();
+    eo.budget_bytes = is_percent(b) ? static_cast<uint64_t>(parse_percent(b, "--budget") *
+                                                            static_cast<double>(std::filesystem::file_size(model_path)))
+                                    : parse_size(b, "--budget");
+  }
+  if (args.count("cache-experts")) {
+    std::string f = args["cache-experts"].as<std::string>();
+    eo.cache_experts = parse_percent(is_percent(f) ? f : f + "%", "--cache-experts");
+  }
+  if (eo.in_core && (eo.budget_bytes || eo.cache_experts > 0))
+    throw Error(ErrorCode::invalid_argument, "--in-core loads every expert; it cannot be combined with --budget or --cache-experts");
+
   const auto t_load = Clock::now();
-  const core::Model model = core::Model::load(args["model"].as<std::string>(),
-                                              {.widen_f16_to_f32 = args.count("widen-f16") > 0});
+  core::Engine engine(eo);
+  for (const auto& notice : engine.notices()) std::fprintf(stderr, "sluice run: %s\n", notice.c_str());
+  const core::Model& model = engine.model();
   const core::ModelConfig& cfg = model.config();
   std::optional<core::Tokenizer> tokenizer;
   try {
@@ -97,26 +187,23 @@ int cmd_run(int argc, char** argv) {
   } catch (const Error& e) {
     if (args.count("prompt")) throw;
   }
-  std::fprintf(stderr, "sluice run: %s\nsluice run: %s of weights loaded in %.2f s\n", cfg.describe().c_str(),
-               human_bytes(model.weight_bytes()).c_str(), seconds_since(t_load));
+  std::fprintf(stderr, "sluice run: %s\nsluice run: %s\nsluice run: loaded in %.2f s (io %s%s)\n", cfg.describe().c_str(),
+               engine.describe_budget().c_str(), seconds_since(t_load), std::string(engine.reader().backend()).c_str(),
+               engine.verifying() ? ", shards verified against the index" : "");
 
   std::vector<int32_t> prompt = args.count("tokens")
                                     ? parse_token_list(args["tokens"].as<std::string>())
                                     : tokenizer->encode(args["prompt"].as<std::string>(), true, false);
   if (prompt.empty()) throw Error(ErrorCode::invalid_argument, "the prompt has no tokens");
 
-  kernels::ThreadPool pool(threads);
-  core::InCoreExpertSource experts(model);
-  const int64_t n_ctx_opt = args["ctx-size"].as<int64_t>();
-  const int64_t n_ctx = n_ctx_opt > 0 ? n_ctx_opt : std::min<int64_t>(cfg.n_ctx_train, 4096);
+  core::Session& session = engine.session();
+  const int64_t n_ctx = session.n_ctx();
   if (static_cast<int64_t>(prompt.size()) > n_ctx)
     throw Error(ErrorCode::invalid_argument, "prompt of " + std::to_string(prompt.size()) +
                                                  " tokens is longer than the context of " + std::to_string(n_ctx) +
                                                  " tokens (raise -c)");
-  const int64_t n_batch = std::max<int64_t>(1, std::min(args["batch-size"].as<int64_t>(), n_ctx));
-  core::Session session(model, experts, pool,
-                        {.n_ctx = n_ctx, .n_batch = n_batch,
-                         .kv_type = kv_name == "f32" ? GgmlType::F32 : GgmlType::F16});
+  const int64_t n_batch = session.n_batch();
+  StatsPrinter stats(engine, args.count("stats") > 0);
   core::Sampler sampler({.temperature = args["temp"].as<float>(),
                          .top_k = args["top-k"].as<int>(),
                          .top_p = args["top-p"].as<float>(),
@@ -147,7 +234,7 @@ int cmd_run(int argc, char** argv) {
   for (size_t i = 0; i < prompt.size(); i += static_cast<size_t>(n_batch)) {
     const size_t n = std::min(prompt.size() - i, static_cast<size_t>(n_batch));
     const bool final_chunk = i + n == prompt.size();
-    auto rows = session.forward({prompt.data() + i, n}, static_cast<int64_t>(i), logits_out.is_open());
+    auto rows = engine.forward({prompt.data() + i, n}, static_cast<int64_t>(i), logits_out.is_open());
     write_rows(rows);
     if (final_chunk) std::copy(rows.end() - cfg.n_vocab, rows.end(), last.begin());
   }
@@ -175,7 +262,9 @@ int cmd_run(int argc, char** argv) {
       ++generated;
       break;
     }
-    auto row = session.forward({&tok, 1}, pos++);
+    stats.begin();
+    auto row = engine.forward({&tok, 1}, pos++);
+    stats.token(generated);
     write_rows(row);
     std::copy(row.begin(), row.end(), last.begin());
   }
@@ -184,6 +273,7 @@ int cmd_run(int argc, char** argv) {
   std::fprintf(stderr, "sluice run: prompt %zu tokens in %.3f s (%.1f tok/s), generated %d tokens in %.3f s (%.1f tok/s)\n",
                prompt.size(), prompt_s, prompt.size() / std::max(prompt_s, 1e-9), generated, gen_s,
                generated / std::max(gen_s, 1e-9));
+  stats.summary(gen_s);
   return 0;
 }
 

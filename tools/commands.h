@@ -5,14 +5,15 @@
 
 namespace sluice::tools {
 
-int cmd_bench_io(int argc, char** argv);  // folded under `sluice bench io` by the lead
+int cmd_bench(int argc, char** argv);          // dispatches to the three below
+int cmd_bench_io(int argc, char** argv);       // sluice bench io
+int cmd_bench_kernels(int argc, char** argv);  // sluice bench kernels
+int cmd_bench_model(int argc, char** argv);    // sluice bench -m MODEL
 int cmd_index(int argc, char** argv);
 int cmd_inspect(int argc, char** argv);
 int cmd_run(int argc, char** argv);
 int cmd_tokenize(int argc, char** argv);
 int cmd_synth(int argc, char** argv);
 int cmd_tune(int argc, char** argv);
-// sluice bench kernels: matvec GB/s per weight type against streaming-read bandwidth.
-int cmd_bench_kernels(int argc, char** argv);  // folded under `sluice bench kernels` by the lead
 
 }  // namespace sluice::tools

@@ -19,11 +19,10 @@ struct Command {
 
 // Keep sorted by name; one line per subcommand.
 const Command kCommands[] = {
-    {"bench-io", sluice::tools::cmd_bench_io, "random-read bandwidth of a file per queue depth (O_DIRECT io_uring)"},
-    {"bench-kernels", sluice::tools::cmd_bench_kernels, "matvec GB/s per weight type vs memory bandwidth"},
+    {"bench", sluice::tools::cmd_bench, "measure a model (tok/s, hit rate, GB/s), or 'bench io' / 'bench kernels'"},
     {"index", sluice::tools::cmd_index, "digest every shard extent (XXH3-64) into a sidecar manifest"},
     {"inspect", sluice::tools::cmd_inspect, "print a GGUF model's structure, sizes and IO ceilings"},
-    {"run", sluice::tools::cmd_run, "generate text with a model held in RAM"},
+    {"run", sluice::tools::cmd_run, "generate text, streaming experts inside a memory budget"},
     {"tokenize", sluice::tools::cmd_tokenize, "print the token ids of a text with a model's vocabulary"},
     {"synth", sluice::tools::cmd_synth, "write a synthetic MoE model with a real model's shapes (GGUF)"},
     {"tune", sluice::tools::cmd_tune, "replay a routing trace through cache policies and budgets"},

@@ -1,0 +1,168 @@
+#include "core/bench.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <fstream>
+#include <random>
+
+#include "common/error.h"
+#include "core/routing_stats.h"
+
+namespace sluice::core {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+uint64_t proc_field_kib(const char* file, const char* field) {
+  std::ifstream in(file);
+  std::string line;
+  const std::string prefix = std::string(field) + ":";
+  while (std::getline(in, line)) {
+    if (line.rfind(prefix, 0) == 0) return std::stoull(line.substr(prefix.size())) * 1024;
+  }
+  return 0;
+}
+
+// Feeds decode-phase routing decisions to RoutingStats, mapping blocks to MoE layers.
+class StatsObserver final : public RoutingObserver {
+ public:
+  StatsObserver(const ModelConfig& config, RoutingStats& stats) : stats_(stats) {
+    for (int64_t il = 0, moe = 0; il < config.n_layer; ++il) {
+      moe_of_block_.push_back(config.is_moe_layer(il) ? static_cast<int>(moe++) : -1);
+    }
+  }
+  void on_routing(const RoutingEvent& event) override {
+    if (!enabled) return;
+    int moe = moe_of_block_[static_cast<size_t>(event.layer)];
+    if (moe >= 0) stats_.add(moe, event.experts);
+  }
+  bool enabled = false;
+
+ private:
+  RoutingStats& stats_;
+  std::vector<int> moe_of_block_;
+};
+
+int32_t argmax(std::span<const float> row) {
+  return static_cast<int32_t>(std::max_element(row.begin(), row.end()) - row.begin());
+}
+
+}  // namespace
+
+void evict_from_page_cache(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return;
+  ::fdatasync(fd);
+  ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+  ::close(fd);
+}
+
+uint64_t peak_rss_bytes() { return proc_field_kib("/proc/self/status", "VmHWM"); }
+
+void reset_peak_rss() {
+  std::ofstream clear("/proc/self/clear_refs");
+  if (clear) clear << "5";
+}
+
+uint64_t page_cache_bytes() { return proc_field_kib("/proc/meminfo", "Cached"); }
+
+BenchResult run_bench(const BenchOptions& options) {
+  if (options.n_gen < 9) throw Error(ErrorCode::invalid_argument, "-n must be at least 9 (8 warm-up tokens + 1)");
+  if (options.n_prompt < 1) throw Error(ErrorCode::invalid_argument, "-p must be at least 1");
+  BenchResult r;
+  if (options.cold) evict_from_page_cache(options.engine.model_path);
+  reset_peak_rss();
+  const uint64_t cached_before = page_cache_bytes();
+
+  EngineOptions eo = options.engine;
+  const int64_t needed_ctx = options.n_prompt + options.n_gen;
+  if (eo.session.n_ctx < needed_ctx) eo.session.n_ctx = needed_ctx;
+  Engine engine(eo);
+  const ModelConfig& config = engine.model().config();
+  r.budget_split = engine.describe_budget();
+  r.budget_bytes = engine.budget().budget ? engine.budget().budget : engine.budget().total();
+  r.model_bytes = engine.reader().file_size();
+  r.io_backend = std::string(engine.reader().backend());
+  if (engine.budget().routed_expert_bytes) {
+    r.cache_experts_fraction = std::min(1.0, static_cast<double>(engine.cache() ? engine.budget().expert_arena
+                                                                                 : engine.budget().routed_expert_bytes) /
+                                                 static_cast<double>(engine.budget().routed_expert_bytes));
+  }
+
+  int n_moe = 0;
+  for (int64_t il = 0; il < config.n_layer; ++il) n_moe += config.is_moe_layer(il) ? 1 : 0;
+  std::optional<RoutingStats> routing;
+  std::optional<StatsObserver> observer;
+  if (n_moe > 0) {
+    routing.emplace(n_moe, static_cast<int>(config.n_expert), static_cast<int>(config.n_expert_used));
+    observer.emplace(config, *routing);
+    engine.session().set_routing_observer(&*observer);
+  }
+
+  // Random prompt from the seed, as llama-bench does.
+  std::mt19937_64 rng(options.seed);
+  std::uniform_int_distribution<int32_t> pick(0, static_cast<int32_t>(config.n_vocab - 1));
+  std::vector<int32_t> prompt(static_cast<size_t>(options.n_prompt));
+  for (auto& t : prompt) t = pick(rng);
+
+  Session& session = engine.session();
+  const int64_t n_batch = session.n_batch();
+  auto t0 = Clock::now();
+  std::span<const float> logits;
+  for (int64_t i = 0; i < options.n_prompt; i += n_batch) {
+    int64_t n = std::min<int64_t>(n_batch, options.n_prompt - i);
+    logits = engine.forward({prompt.data() + i, static_cast<size_t>(n)}, i, false);
+  }
+  double prefill_s = since(t0);
+  r.prefill_tok_s = options.n_prompt / prefill_s;
+
+  cache::CacheStats before;
+  if (engine.cache()) before = engine.cache()->stats();
+  if (observer) observer->enabled = true;
+  int32_t token = argmax(logits.last(static_cast<size_t>(config.n_vocab)));
+  auto t_decode = Clock::now();
+  double first8_s = 0;
+  for (int s = 0; s < options.n_gen; ++s) {
+    logits = engine.forward({&token, 1}, options.n_prompt + s, false);
+    token = argmax(logits);
+    if (s == 7) first8_s = since(t_decode);
+  }
+  double decode_s = since(t_decode);
+  r.decode_first8_tok_s = 8 / first8_s;
+  r.decode_tok_s = (options.n_gen - 8) / (decode_s - first8_s);
+
+  if (engine.cache()) {
+    cache::CacheCounters d = engine.cache()->stats().total;
+    const cache::CacheCounters& b = before.total;
+    uint64_t hits = d.hits - b.hits, misses = d.misses - b.misses;
+    r.hit_rate = hits + misses ? static_cast<double>(hits) / static_cast<double>(hits + misses) : 1.0;
+    r.decode_bytes_read = d.bytes_read - b.bytes_read;
+    r.evictions = d.evictions;
+    r.io_wait_share = static_cast<double>(d.io_wait_ns - b.io_wait_ns) / 1e9 / decode_s;
+  } else {
+    r.hit_rate = 1.0;
+  }
+  r.read_bytes_per_token = static_cast<double>(r.decode_bytes_read) / options.n_gen;
+  r.disk_gbps_achieved = static_cast<double>(r.decode_bytes_read) / decode_s / 1e9;
+  r.disk_gbps_raw = options.disk_gbps_raw;
+  if (r.disk_gbps_raw > 0 && r.read_bytes_per_token > 0) {
+    r.ceiling_tok_s = r.disk_gbps_raw * 1e9 / r.read_bytes_per_token;
+    r.achieved_over_ceiling = r.decode_tok_s / r.ceiling_tok_s;
+  }
+  if (routing) {
+    r.routing_entropy = routing->entropy();
+    r.hottest_over_uniform = routing->hottest_over_uniform();
+    r.temporal_reuse = routing->temporal_reuse();
+    r.temporal_reuse_chance = routing->temporal_reuse_chance();
+  }
+  r.peak_rss_bytes = peak_rss_bytes();
+  r.page_cache_growth_bytes = static_cast<int64_t>(page_cache_bytes()) - static_cast<int64_t>(cached_before);
+  return r;
+}
+
+}  // namespace sluice::core

@@ -1,0 +1,240 @@
+// sluice bench: `bench io`, `bench kernels`, or a measured run of a model (`bench -m MODEL`).
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include <cxxopts.hpp>
+#include <nlohmann/json.hpp>
+
+#include "common/error.h"
+#include "common/units.h"
+#include "core/bench.h"
+#include "core/gguf.h"
+#include "core/model_summary.h"
+#include "io/bandwidth_probe.h"
+#include "io/pread_reader.h"
+#include "tools/commands.h"
+
+namespace sluice::tools {
+
+namespace {
+
+std::vector<std::string> split_list(const std::string& text) {
+  std::vector<std::string> out;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    if (!item.empty()) out.push_back(item);
+  }
+  return out;
+}
+
+nlohmann::json to_json(const core::BenchResult& r) {
+  return {{"budget_bytes", r.budget_bytes},
+          {"model_bytes", r.model_bytes},
+          {"cache_experts_fraction", r.cache_experts_fraction},
+          {"routing_entropy", r.routing_entropy},
+          {"hottest_over_uniform", r.hottest_over_uniform},
+          {"temporal_reuse", r.temporal_reuse},
+          {"temporal_reuse_chance", r.temporal_reuse_chance},
+          {"prefill_tok_s", r.prefill_tok_s},
+          {"decode_tok_s", r.decode_tok_s},
+          {"decode_first8_tok_s", r.decode_first8_tok_s},
+          {"hit_rate", r.hit_rate},
+          {"read_bytes_per_token", r.read_bytes_per_token},
+          {"disk_gbps_achieved", r.disk_gbps_achieved},
+          {"disk_gbps_raw", r.disk_gbps_raw},
+          {"ceiling_tok_s", r.ceiling_tok_s},
+          {"achieved_over_ceiling", r.achieved_over_ceiling},
+          {"io_wait_share", r.io_wait_share},
+          {"peak_rss_bytes", r.peak_rss_bytes},
+          {"page_cache_growth_bytes", r.page_cache_growth_bytes},
+          {"evictions", r.evictions},
+          {"io_backend", r.io_backend},
+          {"budget_split", r.budget_split}};
+}
+
+// tok/s and hit rate against budget, one polyline each.
+std::string plot_svg(const std::vector<core::BenchResult>& runs) {
+  const double w = 640, h = 400, left = 60, right = 60, top = 30, bottom = 50;
+  double max_budget = 1, max_tok = 1e-9;
+  for (const auto& r : runs) {
+    max_budget = std::max(max_budget, static_cast<double>(r.budget_bytes));
+    max_tok = std::max(max_tok, r.decode_tok_s);
+  }
+  auto x = [&](double b) { return left + b / max_budget * (w - left - right); };
+  auto y = [&](double frac) { return h - bottom - frac * (h - top - bottom); };
+  std::ostringstream s;
+  s << "<svg xmlns='http://www.w3.org/2000/svg' width='" << w << "' height='" << h << "' font-family='sans-serif' font-size='12'>\n";
+  s << "<rect width='100%' height='100%' fill='white'/>\n";
+  s << "<line x1='" << left << "' y1='" << y(0) << "' x2='" << w - right << "' y2='" << y(0) << "' stroke='black'/>\n";
+  s << "<line x1='" << left << "' y1='" << y(0) << "' x2='" << left << "' y2='" << y(1) << "' stroke='black'/>\n";
+  s << "<line x1='" << w - right << "' y1='" << y(0) << "' x2='" << w - right << "' y2='" << y(1) << "' stroke='black'/>\n";
+  s << "<text x='" << w / 2 << "' y='" << h - 12 << "' text-anchor='middle'>budget (GiB)</text>\n";
+  s << "<text x='14' y='" << h / 2 << "' transform='rotate(-90 14 " << h / 2 << ")' text-anchor='middle' fill='steelblue'>decode tok/s (max " << max_tok << ")</text>\n";
+  s << "<text x='" << w - 14 << "' y='" << h / 2 << "' transform='rotate(90 " << w - 14 << " " << h / 2 << ")' text-anchor='middle' fill='darkorange'>hit rate</text>\n";
+  for (int i = 0; i <= 4; ++i) {
+    double b = max_budget * i / 4;
+    s << "<text x='" << x(b) << "' y='" << y(0) + 16 << "' text-anchor='middle'>" << std::round(b / (1 << 30) * 100) / 100 << "</text>\n";
+    s << "<text x='" << w - right + 4 << "' y='" << y(i / 4.0) + 4 << "'>" << i * 25 << "%</text>\n";
+  }
+  auto line = [&](auto value, const char* color) {
+    s << "<polyline fill='none' stroke='" << color << "' stroke-width='2' points='";
+    for (const auto& r : runs) s << x(static_cast<double>(r.budget_bytes)) << "," << y(value(r)) << " ";
+    s << "'/>\n";
+    for (const auto& r : runs) s << "<circle cx='" << x(static_cast<double>(r.budget_bytes)) << "' cy='" << y(value(r)) << "' r='3' fill='" << color << "'/>\n";
+  };
+  line([&](const core::BenchResult& r) { return r.decode_tok_s / max_tok; }, "steelblue");
+  line([&](const core::BenchResult& r) { return r.hit_rate; }, "darkorange");
+  s << "</svg>\n";
+  return s.str();
+}
+
+}  // namespace
+
+int cmd_bench(int argc, char** argv) {
+  if (argc >= 2 && std::strcmp(argv[1], "io") == 0) return cmd_bench_io(argc - 1, argv + 1);
+  if (argc >= 2 && std::strcmp(argv[1], "kernels") == 0) return cmd_bench_kernels(argc - 1, argv + 1);
+  return cmd_bench_model(argc, argv);
+}
+
+int cmd_bench_model(int argc, char** argv) {
+  cxxopts::Options options("sluice bench", "Measure decode and prefill of a model inside a budget.\n"
+                                           "  sluice bench io -m FILE       raw random-read bandwidth per queue depth\n"
+                                           "  sluice bench kernels          matvec throughput per weight type\n");
+  options.add_options()
+      ("m,model", "GGUF model file", cxxopts::value<std::string>())
+      ("budget", "memory budget (e.g. 2G, 512M, or 10% of the model file)", cxxopts::value<std::string>())
+      ("cache-experts", "size the budget so the expert cache holds this share of routed experts (e.g. 10%)", cxxopts::value<std::string>())
+      ("budgets", "sweep: comma-separated budgets", cxxopts::value<std::string>())
+      ("cache-experts-sweep", "sweep: comma-separated percentages, e.g. 5,10,25,50,100", cxxopts::value<std::string>())
+      ("p,n-prompt", "prompt tokens (random, from --seed)", cxxopts::value<int>()->default_value("128"))
+      ("n,n-gen", "generated tokens", cxxopts::value<int>()->default_value("64"))
+      ("b,batch-size", "prefill batch size", cxxopts::value<int64_t>()->default_value("512"))
+      ("t,threads", "worker threads", cxxopts::value<unsigned>()->default_value("2"))
+      ("io", "IO backend: auto, uring or pread", cxxopts::value<std::string>()->default_value("auto"))
+      ("policy", "expert cache eviction policy", cxxopts::value<std::string>()->default_value("lru"))
+      ("cold", "evict the model file from the page cache before each run")
+      ("drop-caches", "as root, also drop all clean page cache (echo 1 > /proc/sys/vm/drop_caches)")
+      ("probe-seconds", "seconds per queue depth when measuring raw disk bandwidth", cxxopts::value<double>()->default_value("1"))
+      ("seed", "seed of the random prompt", cxxopts::value<uint64_t>()->default_value("1"))
+      ("json", "print JSON (an object per run; an array for a sweep)")
+      ("plot", "write an SVG of tok/s and hit rate vs budget", cxxopts::value<std::string>())
+      ("h,help", "show this help");
+  auto args = options.parse(argc, argv);
+  if (args.count("help")) {
+    std::cout << options.help();
+    return 0;
+  }
+  if (!args.count("model")) throw Error(ErrorCode::invalid_argument, "-m MODEL.gguf is required (or 'bench io' / 'bench kernels')");
+  const std::string path = args["model"].as<std::string>();
+  const bool json = args.count("json") > 0;
+
+  core::BenchOptions base;
+  base.engine.model_path = path;
+  base.engine.threads = args["threads"].as<unsigned>();
+  base.engine.io.kind = io::parse_io_kind(args["io"].as<std::string>());
+  base.engine.policy = args["policy"].as<std::string>();
+  base.engine.session.n_batch = args["batch-size"].as<int64_t>();
+  base.engine.session.kv_type = GgmlType::F16;
+  base.n_prompt = args["n-prompt"].as<int>();
+  base.n_gen = args["n-gen"].as<int>();
+  base.cold = args.count("cold") > 0;
+  base.seed = args["seed"].as<uint64_t>();
+  if (base.engine.session.n_batch < 1) throw Error(ErrorCode::invalid_argument, "-b must be at least 1");
+
+  uint64_t file_bytes = 0, shard_bytes = 0;
+  {
+    io::PreadReader reader(path);
+    auto summary = core::summarize(core::GgufFile::parse(reader));
+    file_bytes = summary.file_bytes;
+    shard_bytes = summary.expert_shard_bytes / 3;  // one extent: a tensor's slice of one expert
+  }
+
+  // The runs: one budget, or a sweep.
+  std::vector<core::BenchOptions> runs;
+  auto with_budget = [&](const std::string& text) {
+    core::BenchOptions o = base;
+    o.engine.budget_bytes = is_percent(text) ? static_cast<uint64_t>(parse_percent(text, "--budget") * static_cast<double>(file_bytes))
+                                             : parse_size(text, "--budget");
+    return o;
+  };
+  auto with_fraction = [&](const std::string& text) {
+    core::BenchOptions o = base;
+    std::string t = is_percent(text) ? text : text + "%";
+    o.engine.cache_experts = parse_percent(t, "--cache-experts");
+    return o;
+  };
+  int modes = static_cast<int>(args.count("budget") + args.count("cache-experts") + args.count("budgets") +
+                               args.count("cache-experts-sweep"));
+  if (modes > 1) throw Error(ErrorCode::invalid_argument, "give one of --budget, --cache-experts, --budgets, --cache-experts-sweep");
+  if (args.count("budget")) runs.push_back(with_budget(args["budget"].as<std::string>()));
+  if (args.count("cache-experts")) runs.push_back(with_fraction(args["cache-experts"].as<std::string>()));
+  if (args.count("budgets")) for (const auto& b : split_list(args["budgets"].as<std::string>())) runs.push_back(with_budget(b));
+  if (args.count("cache-experts-sweep")) for (const auto& f : split_list(args["cache-experts-sweep"].as<std::string>())) runs.push_back(with_fraction(f));
+  if (runs.empty()) runs.push_back(base);  // unlimited
+
+  if (args.count("drop-caches")) {
+    std::ofstream drop("/proc/sys/vm/drop_caches");
+    if (!drop || !(drop << "1" << std::flush)) {
+      throw Error(ErrorCode::invalid_argument, "--drop-caches needs root (cannot write /proc/sys/vm/drop_caches)");
+    }
+  }
+
+  // Raw disk bandwidth of this file, shard-sized O_DIRECT reads, queue depths 1..64.
+  io::BandwidthOptions probe;
+  probe.read_size = std::max<uint64_t>(4096, shard_bytes);
+  probe.seconds_per_depth = args["probe-seconds"].as<double>();
+  probe.max_bytes_per_depth = 4ull << 30;
+  probe.io.kind = base.engine.io.kind;
+  double disk_raw = 0;
+  if (probe.seconds_per_depth > 0) {
+    if (base.cold) core::evict_from_page_cache(path);
+    disk_raw = io::probe_bandwidth(path, probe).max_gb_per_s;
+  }
+
+  std::vector<core::BenchResult> results;
+  for (auto& o : runs) {
+    o.disk_gbps_raw = disk_raw;
+    results.push_back(core::run_bench(o));
+    const auto& r = results.back();
+    if (!json) {
+      std::fprintf(stderr, "%s\n", r.budget_split.c_str());
+    }
+  }
+
+  if (json) {
+    if (results.size() == 1) {
+      std::cout << to_json(results[0]).dump(1) << "\n";
+    } else {
+      nlohmann::json a = nlohmann::json::array();
+      for (const auto& r : results) a.push_back(to_json(r));
+      std::cout << a.dump(1) << "\n";
+    }
+  } else {
+    std::printf("model %s (%s), io %s, raw disk %.2f GB/s\n", path.c_str(), human_bytes(file_bytes).c_str(),
+                results[0].io_backend.c_str(), disk_raw);
+    std::printf("%10s %7s %9s %9s %9s %8s %10s %8s %9s %7s %7s %10s\n", "budget", "experts", "prefill", "decode",
+                "first8", "hit", "MB/token", "GB/s", "ceiling", "ach/ceil", "iowait", "peak RSS");
+    for (const auto& r : results) {
+      std::printf("%10s %6.0f%% %9.2f %9.2f %9.2f %7.1f%% %10.2f %8.2f %9.2f %7.2f %6.0f%% %10s\n",
+                  human_bytes(r.budget_bytes).c_str(), r.cache_experts_fraction * 100, r.prefill_tok_s, r.decode_tok_s,
+                  r.decode_first8_tok_s, r.hit_rate * 100, r.read_bytes_per_token / 1e6, r.disk_gbps_achieved,
+                  r.ceiling_tok_s, r.achieved_over_ceiling, r.io_wait_share * 100, human_bytes(r.peak_rss_bytes).c_str());
+    }
+    const auto& r = results.back();
+    std::printf("routing: entropy %.3f, hottest %.2fx uniform, temporal reuse %.3f (chance %.3f)\n", r.routing_entropy,
+                r.hottest_over_uniform, r.temporal_reuse, r.temporal_reuse_chance);
+  }
+  if (args.count("plot")) {
+    std::ofstream out(args["plot"].as<std::string>());
+    out << plot_svg(results);
+    if (!out) throw Error(ErrorCode::io_error, "cannot write --plot '" + args["plot"].as<std::string>() + "'");
+  }
+  return 0;
+}
+
+}  // namespace sluice::tools
