@@ -20,6 +20,7 @@
 #include "core/tokenizer.h"
 #include "kernels/thread_pool.h"
 #include "tools/commands.h"
+#include "tools/run_kimi_k3.h"
 
 namespace sluice::tools {
 
@@ -144,6 +145,7 @@ int cmd_run(int argc, char** argv) {
   const std::string kv_name = args["kv-type"].as<std::string>();
   if (kv_name != "f16" && kv_name != "f32")
     throw Error(ErrorCode::invalid_argument, "--kv-type '" + kv_name + "' must be f16 or f32");
+  if (is_kimi_k3_file(args["model"].as<std::string>())) return run_kimi_k3(args);  // hybrid KDA/MLA
 
   const std::string verify = args["verify"].as<std::string>();
   if (verify != "on" && verify != "off")
