@@ -39,11 +39,14 @@ inline __m256i lookup_nibbles(const uint8_t* qs, __m128i table) {
 float vec_dot_q8_0(const void* w, const void* act, int64_t n) {
   const auto* x = static_cast<const BlockQ8_0*>(w);
   const auto* y = static_cast<const BlockQ8_0*>(act);
-  const float dot = over_blocks(n / kQK, [&](int64_t i, __m256 acc) {
+  // One accumulator, blocks in order: ggml's AVX2 order. Q8_0 weights feed recurrent state in
+  // Kimi K3, where a different float order drifts away from llama.cpp (two accumulators did).
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t i = 0; i < n / kQK; ++i) {
     const __m256 p = _mm256_cvtepi32_ps(dot_i8(load32(x[i].qs), load32(y[i].qs)));
-    return _mm256_fmadd_ps(scale_of(half_to_f32(x[i].d), half_to_f32(y[i].d)), p, acc);
-  });
-  return dot;
+    acc = _mm256_fmadd_ps(scale_of(half_to_f32(x[i].d), half_to_f32(y[i].d)), p, acc);
+  }
+  return hsum(acc);
 }
 
 float vec_dot_q4_0(const void* w, const void* act, int64_t n) {
