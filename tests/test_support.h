@@ -9,6 +9,20 @@
 
 namespace sluice::test {
 
+// True in ASan/TSan builds, where shadow memory inflates RSS and instrumentation slows code:
+// memory ceilings and speed bounds are checked in plain builds only.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+constexpr bool kUnderSanitizer = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+constexpr bool kUnderSanitizer = true;
+#else
+constexpr bool kUnderSanitizer = false;
+#endif
+#else
+constexpr bool kUnderSanitizer = false;
+#endif
+
 // ../shared next to the source tree (CI lays it there too).
 std::filesystem::path shared_dir();
 std::filesystem::path reference_dir();  // shared_dir() / "reference"

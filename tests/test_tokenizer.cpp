@@ -215,7 +215,7 @@ TEST_CASE("the full Qwen2 and Llama 3 vocabularies load in well under a second")
     MESSAGE(std::string(name), ": ", tok.n_vocab(), " tokens loaded in ", seconds * 1000, " ms of CPU time");
     CHECK(tok.n_vocab() > 100000);
 #ifdef NDEBUG  // sanitizer builds are several times slower
-    CHECK(seconds < 0.5);
+    CHECK(seconds < (sluice::test::kUnderSanitizer ? 10.0 : 0.5));
 #endif
   }
 }
