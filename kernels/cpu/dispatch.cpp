@@ -1,4 +1,7 @@
 // Fills the scalar table and, once, the best table for the running CPU.
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
 #include "kernels/cpu/dispatch.h"
 
 #include "common/ggml_type.h"
@@ -37,11 +40,21 @@ KernelTable make_scalar_table() {
   return t;
 }
 
+#if defined(__x86_64__) || defined(__i386__)
+// CPUID leaf 1, ECX bit 29. Asked directly because clang 14's __builtin_cpu_supports does not
+// know "f16c".
+static bool cpu_has_f16c() {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  if (!__get_cpuid(1, &eax, &ebx, &ecx, &edx)) return false;
+  return (ecx & (1u << 29)) != 0;
+}
+#endif
+
 KernelTable make_best_table() {
   KernelTable t = make_scalar_table();
 #if defined(__x86_64__) || defined(__i386__)
   __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c")) {
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && cpu_has_f16c()) {
     add_avx2_kernels(t);
   }
 #endif
