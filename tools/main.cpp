@@ -20,6 +20,7 @@ struct Command {
 // Keep sorted by name; one line per subcommand.
 const Command kCommands[] = {
     {"bench", sluice::tools::cmd_bench, "measure a model (tok/s, hit rate, GB/s), or 'bench io' / 'bench kernels'"},
+    {"demo", sluice::tools::cmd_demo, "synthesize a Kimi-K2-shaped model once, run it out of core, benchmark it"},
     {"index", sluice::tools::cmd_index, "digest every shard extent (XXH3-64) into a sidecar manifest"},
     {"inspect", sluice::tools::cmd_inspect, "print a GGUF model's structure, sizes and IO ceilings"},
     {"run", sluice::tools::cmd_run, "generate text, streaming experts inside a memory budget"},
