@@ -41,13 +41,13 @@ struct Q2_K {  // {u8 scales[16]; u8 qs[64]; f16 d; f16 dmin}
   SLUICE_HD static void run(const uint8_t* b, int j, float* out) {
     const int k0 = 8 * j, half = k0 >> 7, r0 = k0 & 127;
     const int shift = 2 * (r0 >> 5);
-    const uint8_t* q = b + 16 + 32 * half + 16 * ((r0 >> 4) & 1) + (r0 & 15);
+    const Bytes8 q = load8_a2(b + 16 + 32 * half + 16 * ((r0 >> 4) & 1) + (r0 & 15));
     const uint32_t sc = b[k0 >> 4];
     const float d = fp16_to_f32(load_u16(b + 80));
     const float dmin = fp16_to_f32(load_u16(b + 82));
     const float dl = d * small_uint_to_float(sc & 0xF);
     const float ml = dmin * small_uint_to_float(sc >> 4);
-    for (int r = 0; r < 8; ++r) out[r] = dl * small_uint_to_float((uint32_t(q[r]) >> shift) & 3) - ml;
+    for (int r = 0; r < 8; ++r) out[r] = dl * small_uint_to_float((q[r] >> shift) & 3) - ml;
   }
 };
 
@@ -57,13 +57,13 @@ struct Q3_K {  // {u8 hmask[32]; u8 qs[64]; u8 scales[12]; f16 d}
     const int k0 = 8 * j, half = k0 >> 7, r0 = k0 & 127;
     const int shift = 2 * (r0 >> 5);
     const uint32_t m = 1u << (4 * half + (r0 >> 5));
-    const uint8_t* hm = b + (r0 & 31);
-    const uint8_t* q = b + 32 + 32 * half + (r0 & 31);
+    const Bytes8 hm = load8_a2(b + (r0 & 31));
+    const Bytes8 q = load8_a2(b + 32 + 32 * half + (r0 & 31));
     const float d_all = fp16_to_f32(load_u16(b + 108));
     const float dl = d_all * float(q3_k_scale(b + 96, k0 >> 4));
     for (int r = 0; r < 8; ++r) {
       // ((q >> shift) & 3) - (bit set ? 0 : 4), as (value + 4) - 4 to stay unsigned
-      const uint32_t v = ((uint32_t(q[r]) >> shift) & 3) + ((hm[r] & m) ? 4u : 0u);
+      const uint32_t v = ((q[r] >> shift) & 3) + ((hm[r] & m) ? 4u : 0u);
       out[r] = dl * biased_uint_to_float(v, 4);
     }
   }
@@ -73,13 +73,13 @@ struct Q4_K {  // {f16 d; f16 dmin; u8 scales[12]; u8 qs[128]}
   static constexpr int kQK = 256, kBytes = 144, kRun = 8, kAlign = 2;
   SLUICE_HD static void run(const uint8_t* b, int j, float* out) {
     const int k0 = 8 * j, sub = k0 >> 5;
-    const uint8_t* q = b + 16 + 32 * (k0 >> 6) + (k0 & 31);
+    const Bytes8 q = load8_a2(b + 16 + 32 * (k0 >> 6) + (k0 & 31));
     uint32_t sc, mn;
     scale_min_k4(sub, b + 4, &sc, &mn);
     const float d1 = fp16_to_f32(load_u16(b)) * small_uint_to_float(sc);
     const float m1 = fp16_to_f32(load_u16(b + 2)) * small_uint_to_float(mn);
     const int shift = 4 * (sub & 1);
-    for (int r = 0; r < 8; ++r) out[r] = d1 * small_uint_to_float((uint32_t(q[r]) >> shift) & 0xF) - m1;
+    for (int r = 0; r < 8; ++r) out[r] = d1 * small_uint_to_float((q[r] >> shift) & 0xF) - m1;
   }
 };
 
@@ -87,15 +87,15 @@ struct Q5_K {  // {f16 d; f16 dmin; u8 scales[12]; u8 qh[32]; u8 qs[128]}
   static constexpr int kQK = 256, kBytes = 176, kRun = 8, kAlign = 2;
   SLUICE_HD static void run(const uint8_t* b, int j, float* out) {
     const int k0 = 8 * j, sub = k0 >> 5;
-    const uint8_t* qh = b + 16 + (k0 & 31);
-    const uint8_t* ql = b + 48 + 32 * (k0 >> 6) + (k0 & 31);
+    const Bytes8 qh = load8_a2(b + 16 + (k0 & 31));
+    const Bytes8 ql = load8_a2(b + 48 + 32 * (k0 >> 6) + (k0 & 31));
     uint32_t sc, mn;
     scale_min_k4(sub, b + 4, &sc, &mn);
     const float d1 = fp16_to_f32(load_u16(b)) * small_uint_to_float(sc);
     const float m1 = fp16_to_f32(load_u16(b + 2)) * small_uint_to_float(mn);
     const int shift = 4 * (sub & 1);
     for (int r = 0; r < 8; ++r) {
-      const uint32_t v = ((uint32_t(ql[r]) >> shift) & 0xF) + (((qh[r] >> sub) & 1) << 4);
+      const uint32_t v = ((ql[r] >> shift) & 0xF) + (((qh[r] >> sub) & 1) << 4);
       out[r] = d1 * small_uint_to_float(v) - m1;
     }
   }
@@ -106,14 +106,14 @@ struct Q6_K {  // {u8 ql[128]; u8 qh[64]; i8 scales[16]; f16 d}
   SLUICE_HD static void run(const uint8_t* b, int j, float* out) {
     const int k0 = 8 * j, half = k0 >> 7, r0 = k0 & 127;
     const int quarter = r0 >> 5, l0 = r0 & 31;
-    const uint8_t* ql = b + 64 * half + l0 + 32 * (quarter & 1);
-    const uint8_t* qh = b + 128 + 32 * half + l0;
+    const Bytes8 ql = load8_a2(b + 64 * half + l0 + 32 * (quarter & 1));
+    const Bytes8 qh = load8_a2(b + 128 + 32 * half + l0);
     const int8_t sc = int8_t(b[192 + 8 * half + (l0 >> 4) + 2 * quarter]);
     const float d = fp16_to_f32(load_u16(b + 208));
     const float ds = d * float(sc);
     const int lshift = 4 * (quarter >> 1), hshift = 2 * quarter;
     for (int r = 0; r < 8; ++r) {
-      const uint32_t v = ((uint32_t(ql[r]) >> lshift) & 0xF) | (((uint32_t(qh[r]) >> hshift) & 3) << 4);
+      const uint32_t v = ((ql[r] >> lshift) & 0xF) | (((qh[r] >> hshift) & 3) << 4);
       out[r] = ds * biased_uint_to_float(v, 32);
     }
   }

@@ -60,7 +60,7 @@ void dispatch(const DeviceMatrix& w, const float* x, int64_t n_tokens, float* y,
                                                  std::to_string(w.n_cols) + ", " + std::to_string(n_tokens) +
                                                  " tokens");
   // Unit indices are 32-bit; grid.y counts token groups (at most 65535).
-  if (w.n_cols > INT_MAX / 2 || w.n_rows > (int64_t(1) << 36) ||
+  if (w.n_cols > INT_MAX / 2 || w.n_rows > (int64_t(1) << 31) ||
       (n_tokens + kMatmulTokens - 1) / kMatmulTokens > 65535)
     throw Error(ErrorCode::invalid_argument, "matvec: shape " + std::to_string(w.n_rows) + " x " +
                                                  std::to_string(w.n_cols) + " with " + std::to_string(n_tokens) +
