@@ -1,9 +1,13 @@
 // sluice bench kernels: runs end to end on a small matrix and rejects bad options.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <string>
 
 #include "tests/test_support.h"
+#if SLUICE_HAVE_CUDA
+#include "kernels/cuda/runtime.h"
+#endif
 
 namespace {
 // The subcommand as registered in tools/main.cpp.
@@ -28,4 +32,25 @@ TEST_CASE("the kernel benchmark rejects an unknown or unsupported type with its 
   r = sluice::test::run_sluice(kBench + " --types iq2_xxs");
   CHECK(r.exit_code == 1);
   CHECK(r.err.find("type iq2_xxs not supported yet") != std::string::npos);
+}
+
+TEST_CASE("cuda bench kernels --gpu prints GB/s against the HBM peak, or says why it cannot") {
+  const auto r = sluice::test::run_sluice(kBench + " --gpu --gpu-mb 8 --iters 3 --types q4_K,f16,mxfp4");
+  bool have_gpu = false;
+#if SLUICE_HAVE_CUDA
+  have_gpu = sluice::kernels::cuda::probe().has_value();
+#endif
+  if (!have_gpu) {
+    CHECK(r.exit_code == 1);
+    CHECK(r.err.find("--gpu: ") != std::string::npos);
+    CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);  // one line
+    return;
+  }
+  MESSAGE(r.out);
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.out.find("HBM peak") != std::string::npos);
+  CHECK(r.out.find("device copy") != std::string::npos);
+  CHECK(r.out.find("%peak") != std::string::npos);
+  CHECK(r.out.find("\nq4_K ") != std::string::npos);
+  CHECK(r.out.find("\nmxfp4 ") != std::string::npos);
 }

@@ -6,6 +6,7 @@
 // 1 thread and with all threads, and prints GB/s of weights read and GFLOP/s next to a plain
 // streaming-read bandwidth measured in the same run with the same thread count. The last column,
 // bytes per CPU-second of the whole process, separates kernel speed from a busy machine.
+// With --gpu the same measurement runs on the CUDA kernels instead (tools/bench_kernels_gpu.h).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -23,6 +24,7 @@
 #include "kernels/matvec.h"
 #include "kernels/quant.h"
 #include "kernels/thread_pool.h"
+#include "tools/bench_kernels_gpu.h"
 #include "tools/commands.h"
 
 namespace sluice::tools {
@@ -136,6 +138,10 @@ int cmd_bench_kernels(int argc, char** argv) {
       "mb", "weight matrix size per type, MiB (keep it above the L3 size)",
       cxxopts::value<size_t>()->default_value("96"))("seconds", "minimum timing per measurement",
                                                      cxxopts::value<double>()->default_value("0.5"))(
+      "gpu", "benchmark the CUDA kernels (VRAM-resident matrices) instead of the CPU's")(
+      "gpu-mb", "with --gpu: weight matrix size per type, MiB (keep it far above the GPU's L2)",
+      cxxopts::value<size_t>()->default_value("256"))(
+      "iters", "with --gpu: timed calls per type after the warm-up", cxxopts::value<int>()->default_value("20"))(
       "h,help", "show this help");
   const auto args = options.parse(argc, argv);
   if (args.count("help")) {
@@ -151,6 +157,17 @@ int cmd_bench_kernels(int argc, char** argv) {
     throw Error(ErrorCode::invalid_argument,
                 "--cols " + std::to_string(n_cols) + " must be a positive multiple of 256");
   const auto types = parse_types(args["types"].as<std::string>());
+  if (args.count("gpu")) {
+    GpuBenchOptions o;
+    o.types = types;
+    o.n_cols = n_cols;
+    o.target_bytes = args["gpu-mb"].as<size_t>() << 20;
+    o.iterations = args["iters"].as<int>();
+    if (o.target_bytes == 0 || o.iterations <= 0)
+      throw Error(ErrorCode::invalid_argument, "--gpu-mb and --iters must be positive");
+    bench_kernels_gpu(o);
+    return 0;
+  }
 
   std::vector<unsigned> thread_counts{1};
   if (threads > 1) thread_counts.push_back(threads);

@@ -26,7 +26,9 @@ struct DeviceMatrix {
 };
 
 // Types with CUDA matvec/matmul kernels: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K,
-// Q4_K, Q5_K, Q6_K, MXFP4.
+// Q4_K, Q5_K, Q6_K, MXFP4, IQ4_NL (every type kernels::is_supported accepts).
+// Weights need their fields' alignment (2 bytes for every block type but MXFP4, 4 for F32) in
+// both `data` and `row_stride`; x and y 4 bytes (16-byte aligned x is read with vector loads).
 bool is_supported(GgmlType type);
 
 // y[n_rows] = W x[n_cols]
