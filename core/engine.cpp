@@ -61,14 +61,14 @@ Engine::Engine(const EngineOptions& options) : options_(options) {
   }
   load.load_routed_experts = !stream;
   model_ = std::make_unique<Model>(Model::load(*reader_, load));
-  const ModelConfig& config = model_->config();
-  if (stream && config.n_expert == 0) {
-    // A dense model has nothing to stream; run it in core.
+  if (stream && model_->config().n_expert == 0) {
+    // A dense model has nothing to stream; run it in core (model_ is replaced: no reference to
+    // the first one's config may outlive this).
     model_.reset();
     load.load_routed_experts = true;
     model_ = std::make_unique<Model>(Model::load(*reader_, load));
   }
-  const bool streaming = stream && config.n_expert > 0;
+  const bool streaming = stream && model_->config().n_expert > 0;
 
   if (streaming) {
     std::optional<ShardIndex> index;

@@ -72,7 +72,7 @@ std::string model_path() {
 
 TEST_CASE("with --gpu every reference model gives the CPU run's greedy tokens, with VRAM for everything and with too little") {
   if (!gpu_present()) {
-    MESSAGE("skipped: ", sluice::core::gpu_tier_built() ? "no CUDA device" : "built without CUDA");
+    MESSAGE(std::string("skipped: ") + (sluice::core::gpu_tier_built() ? "no CUDA device" : "built without CUDA"));
     return;
   }
   for (const char* stem : kModels) {
@@ -169,7 +169,7 @@ TEST_CASE("--gpu without a CUDA build or device fails with one line and a non-ze
     return;
   }
   const std::string expected = sluice::core::gpu_tier_built() ? "--gpu: no CUDA device found" : "built without CUDA";
-  for (const std::string args : {"run -m '" + model_path() + "' -p hello -n 2 --gpu",
+  for (const std::string& args : {"run -m '" + model_path() + "' -p hello -n 2 --gpu",
                                  "bench -m '" + model_path() + "' -p 4 -n 9 --probe-seconds 0 --gpu"}) {
     CAPTURE(args);
     auto r = run_sluice(args);
@@ -180,7 +180,7 @@ TEST_CASE("--gpu without a CUDA build or device fails with one line and a non-ze
   }
   EngineOptions o = options_for("tiny/deepseek2/deepseek2-q4_k_m");
   o.gpu = true;
-  CHECK_THROWS_WITH_AS(Engine{o}, doctest::Contains(expected), sluice::Error);
+  CHECK_THROWS_WITH_AS(Engine{o}, doctest::Contains(expected.c_str()), sluice::Error);
 }
 
 TEST_CASE("--vram and --vram-policy are refused without --gpu or with a bad value") {
