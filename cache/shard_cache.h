@@ -148,6 +148,9 @@ class ShardCache {
   CacheStats stats() const;
   const CachePlan& plan() const { return plan_; }
   const ShardLayout& layout() const { return layout_; }
+  // The whole arena, for a GPU tier to page-lock it (cudaHostRegister) so copies out of it run
+  // asynchronously; its contents belong to the cache.
+  std::span<std::byte> arena_span() const { return {arena_->data(), static_cast<size_t>(arena_->size())}; }
   std::string_view policy_name() const { return policy_->name(); }
 
  private:

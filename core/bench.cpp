@@ -123,6 +123,8 @@ BenchResult run_bench(const BenchOptions& options) {
 
   cache::CacheStats before;
   if (engine.cache()) before = engine.cache()->stats();
+  GpuCounters gpu_before;
+  if (engine.gpu()) gpu_before = engine.gpu()->counters();
   if (observer) observer->enabled = true;
   int32_t token = argmax(logits.last(static_cast<size_t>(config.n_vocab)));
   auto t_decode = Clock::now();
@@ -159,6 +161,27 @@ BenchResult run_bench(const BenchOptions& options) {
     r.hottest_over_uniform = routing->hottest_over_uniform();
     r.temporal_reuse = routing->temporal_reuse();
     r.temporal_reuse_chance = routing->temporal_reuse_chance();
+  }
+  if (GpuTier* gpu = engine.gpu()) {
+    const GpuPlan& p = gpu->plan();
+    const GpuCounters d = gpu->counters() - gpu_before;
+    r.gpu = true;
+    r.gpu_tier = gpu->describe();
+    r.gpu_vram_bytes = p.vram_budget;
+    r.gpu_resident_bytes = p.resident_bytes;
+    r.gpu_expert_slots = p.expert_slots;
+    r.gpu_expert_hit_rate = d.expert_hits + d.expert_misses
+                                ? static_cast<double>(d.expert_hits) / static_cast<double>(d.expert_hits + d.expert_misses)
+                                : 0;
+    r.gpu_products = d.products_gpu;
+    r.gpu_cpu_products = d.products_cpu;
+    r.gpu_experts_copied = d.experts_copied;
+    r.gpu_copy_bytes = d.expert_copy_bytes;
+    r.gpu_cpu_fallbacks = d.expert_cpu_fallbacks;
+    r.gpu_upload_bytes = d.upload_bytes;
+    r.gpu_evictions = gpu->evictions();
+    r.gpu_h2d_gbps = p.rates.h2d_bytes_per_s / 1e9;
+    r.gpu_cpu_matvec_gbps = p.rates.cpu_bytes_per_s / 1e9;
   }
   r.peak_rss_bytes = peak_rss_bytes();
   r.page_cache_growth_bytes = static_cast<int64_t>(page_cache_bytes()) - static_cast<int64_t>(cached_before);

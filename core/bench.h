@@ -11,6 +11,7 @@
 //   io_wait_share       share of decode wall time spent waiting for shards
 //   ceiling_tok_s       disk_gbps_raw / read_bytes_per_token: what the disk allows at this traffic
 //   achieved_over_ceiling  decode_tok_s / ceiling_tok_s
+// With engine.gpu the gpu_* fields describe the VRAM tier (decode-phase counters).
 // Peak RSS is the process high-water mark over the run (reset before it where the kernel allows).
 #pragma once
 
@@ -47,6 +48,15 @@ struct BenchResult {
   uint64_t evictions = 0;
   std::string budget_split;  // Engine::describe_budget()
   std::string io_backend;
+  // --gpu (all zero without it). Counters cover the decode phase, like the IO figures.
+  bool gpu = false;
+  std::string gpu_tier;              // GpuTier::describe(): device, VRAM split, rates
+  uint64_t gpu_vram_bytes = 0, gpu_resident_bytes = 0, gpu_expert_slots = 0;
+  double gpu_expert_hit_rate = 0;    // VRAM hits / (hits + misses) over expert pins
+  uint64_t gpu_products = 0, gpu_cpu_products = 0;
+  uint64_t gpu_experts_copied = 0, gpu_copy_bytes = 0, gpu_cpu_fallbacks = 0;
+  uint64_t gpu_upload_bytes = 0, gpu_evictions = 0;
+  double gpu_h2d_gbps = 0, gpu_cpu_matvec_gbps = 0;
 };
 
 BenchResult run_bench(const BenchOptions& options);

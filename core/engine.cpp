@@ -29,6 +29,7 @@ Engine::Engine(const EngineOptions& options) : options_(options) {
   if (options.cache_experts < 0 || options.cache_experts > 1) {
     throw Error(ErrorCode::invalid_argument, "--cache-experts must be in (0%, 100%]");
   }
+  if (options.gpu) require_gpu();  // before minutes of loading
   io::OpenedReader opened = io::open_reader(options.model_path, options.io);
   reader_ = std::move(opened.reader);
   notices_ = std::move(opened.notices);
@@ -60,14 +61,14 @@ Engine::Engine(const EngineOptions& options) : options_(options) {
   }
   load.load_routed_experts = !stream;
   model_ = std::make_unique<Model>(Model::load(*reader_, load));
-  const ModelConfig& config = model_->config();
-  if (stream && config.n_expert == 0) {
-    // A dense model has nothing to stream; run it in core.
+  if (stream && model_->config().n_expert == 0) {
+    // A dense model has nothing to stream; run it in core (model_ is replaced: no reference to
+    // the first one's config may outlive this).
     model_.reset();
     load.load_routed_experts = true;
     model_ = std::make_unique<Model>(Model::load(*reader_, load));
   }
-  const bool streaming = stream && config.n_expert > 0;
+  const bool streaming = stream && model_->config().n_expert > 0;
 
   if (streaming) {
     std::optional<ShardIndex> index;
@@ -80,7 +81,12 @@ Engine::Engine(const EngineOptions& options) : options_(options) {
   } else {
     experts_ = std::make_unique<InCoreExpertSource>(*model_);
   }
-  session_ = std::make_unique<Session>(*model_, *experts_, *pool_, options.session);
+  ExpertSource* source = experts_.get();
+  if (options.gpu) {
+    tracked_ = std::make_unique<TrackedExpertSource>(*experts_, static_cast<int>(model_->config().n_expert));
+    source = tracked_.get();
+  }
+  session_ = std::make_unique<Session>(*model_, *source, *pool_, options.session);
 
   split_.resident_weights = model_->weight_bytes();
   split_.kv_cache = session_->kv_cache().bytes();
@@ -90,6 +96,7 @@ Engine::Engine(const EngineOptions& options) : options_(options) {
     if (options.budget_bytes > 0 && split_.total() > options.budget_bytes) {
       throw budget_error(split_, options.budget_bytes, options.model_path);
     }
+    attach_gpu();
     return;
   }
 
@@ -116,11 +123,21 @@ Engine::Engine(const EngineOptions& options) : options_(options) {
   streamed_->attach(*cache_);
   split_.expert_arena = cache_->plan().arena_bytes;
   if (options.budget_bytes == 0 && options.cache_experts > 0) split_.budget = split_.total();
+  attach_gpu();
+}
+
+void Engine::attach_gpu() {
+  if (!options_.gpu) return;
+  gpu_ = make_gpu_tier(*model_, *tracked_, *pool_, session_->n_batch(),
+                       cache_ ? cache_->arena_span() : std::span<std::byte>{}, options_.gpu_options);
+  session_->set_matmul_offload(gpu_.get());
 }
 
 Engine::~Engine() {
   // The session may hold pins through the expert source; drop them before the cache goes.
   session_.reset();
+  gpu_.reset();  // finishes copies out of the RAM arena and unregisters it
+  tracked_.reset();
   experts_.reset();
   cache_.reset();
 }

@@ -13,6 +13,11 @@
 //   neither                   unlimited: the arena can hold every expert (nothing is evicted)
 //   in_core                   the reference path: experts loaded into RAM with the rest, no cache
 // Every mode gives bit-identical logits: the same bytes reach the same kernels.
+//
+// With `gpu`, the session's weight products are offered to a GpuTier (VRAM, its own budget
+// `gpu_options.vram_bytes`, not counted in budget_bytes); the routed experts reach the session
+// through a TrackedExpertSource so the tier knows which expert a pinned view is. GPU runs give
+// the CPU run's greedy tokens, not its bit-identical logits.
 #pragma once
 
 #include <memory>
@@ -21,9 +26,11 @@
 
 #include "cache/shard_cache.h"
 #include "core/expert_source.h"
+#include "core/gpu_tier.h"
 #include "core/model.h"
 #include "core/session.h"
 #include "core/streamed_experts.h"
+#include "core/tracked_expert_source.h"
 #include "io/open_reader.h"
 #include "kernels/thread_pool.h"
 
@@ -42,6 +49,9 @@ struct EngineOptions {
   // Verify every landed shard against the model's shard index (sluice index) when one exists.
   bool verify = true;
   cache::PolicyOptions policy_options;
+  // --gpu: a VRAM tier above the RAM cache (core/gpu_tier.h); VRAM is not part of budget_bytes.
+  bool gpu = false;
+  GpuTierOptions gpu_options;
 };
 
 struct BudgetSplit {
@@ -70,6 +80,7 @@ class Engine {
   const Model& model() const { return *model_; }
   io::Reader& reader() { return *reader_; }
   cache::ShardCache* cache() { return cache_.get(); }  // null when in-core
+  GpuTier* gpu() { return gpu_.get(); }                 // null without --gpu
   kernels::ThreadPool& pool() { return *pool_; }
   const BudgetSplit& budget() const { return split_; }
   const std::vector<std::string>& notices() const { return notices_; }
@@ -78,6 +89,8 @@ class Engine {
   std::string describe_budget() const;
 
  private:
+  void attach_gpu();
+
   EngineOptions options_;
   std::vector<std::string> notices_;
   std::unique_ptr<io::Reader> reader_;
@@ -85,8 +98,10 @@ class Engine {
   std::unique_ptr<Model> model_;
   std::unique_ptr<ExpertSource> experts_;
   CachedExpertSource* streamed_ = nullptr;  // experts_ when streaming
+  std::unique_ptr<TrackedExpertSource> tracked_;  // over experts_ with --gpu
   std::unique_ptr<Session> session_;
   std::unique_ptr<cache::ShardCache> cache_;
+  std::unique_ptr<GpuTier> gpu_;
   BudgetSplit split_;
   bool verifying_ = false;
 };

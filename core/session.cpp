@@ -122,6 +122,7 @@ uint64_t Session::scratch_bytes() const {
 }
 
 void Session::matmul(const kernels::WeightMatrix& w, const float* x, int64_t n, float* y, MatKind kind) {
+  if (offload_ && offload_->try_matmul(w, x, n, y)) return;
   if (w.type == GgmlType::F32) {  // no conversion: a permuted activation stays on the vector path
     kernels::matmul_f32_ggml(w, {x, sz(n * w.n_cols)}, n, {y, sz(n * w.n_rows)}, kind == MatKind::plain, pool_);
     return;

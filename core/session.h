@@ -35,6 +35,7 @@
 
 #include "core/expert_source.h"
 #include "core/kv_cache.h"
+#include "core/matmul_offload.h"
 #include "core/model.h"
 #include "kernels/thread_pool.h"
 
@@ -72,6 +73,8 @@ class Session {
   std::span<const float> forward(std::span<const int32_t> tokens, int64_t start_pos, bool all_logits = true);
 
   void set_routing_observer(RoutingObserver* observer) { observer_ = observer; }
+  // Offers every weight product to `offload` first (null: all products on the CPU).
+  void set_matmul_offload(MatmulOffload* offload) { offload_ = offload; }
   const ModelConfig& config() const { return model_.config(); }
   int64_t n_ctx() const { return kv_.n_ctx(); }
   int64_t n_batch() const { return n_batch_; }
@@ -100,6 +103,7 @@ class Session {
   int64_t n_batch_;
   KvCache kv_;
   RoutingObserver* observer_ = nullptr;
+  MatmulOffload* offload_ = nullptr;
 
   // Activations, [n_batch][...] row-major.
   std::vector<float> x_, cur_, attn_out_, ffn_out_;

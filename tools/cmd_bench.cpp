@@ -13,6 +13,8 @@
 #include "common/units.h"
 #include "core/bench.h"
 #include "core/gguf.h"
+#include "core/gpu_tier.h"
+#include "core/vram_expert_cache.h"
 #include "core/model_summary.h"
 #include "io/bandwidth_probe.h"
 #include "io/pread_reader.h"
@@ -54,7 +56,22 @@ nlohmann::json to_json(const core::BenchResult& r) {
           {"page_cache_growth_bytes", r.page_cache_growth_bytes},
           {"evictions", r.evictions},
           {"io_backend", r.io_backend},
-          {"budget_split", r.budget_split}};
+          {"budget_split", r.budget_split},
+          {"gpu", r.gpu},
+          {"gpu_tier", r.gpu_tier},
+          {"gpu_vram_bytes", r.gpu_vram_bytes},
+          {"gpu_resident_bytes", r.gpu_resident_bytes},
+          {"gpu_expert_slots", r.gpu_expert_slots},
+          {"gpu_expert_hit_rate", r.gpu_expert_hit_rate},
+          {"gpu_products", r.gpu_products},
+          {"gpu_cpu_products", r.gpu_cpu_products},
+          {"gpu_experts_copied", r.gpu_experts_copied},
+          {"gpu_copy_bytes", r.gpu_copy_bytes},
+          {"gpu_cpu_fallbacks", r.gpu_cpu_fallbacks},
+          {"gpu_upload_bytes", r.gpu_upload_bytes},
+          {"gpu_evictions", r.gpu_evictions},
+          {"gpu_h2d_gbps", r.gpu_h2d_gbps},
+          {"gpu_cpu_matvec_gbps", r.gpu_cpu_matvec_gbps}};
 }
 
 // tok/s and hit rate against budget, one polyline each.
@@ -117,6 +134,9 @@ int cmd_bench_model(int argc, char** argv) {
       ("t,threads", "worker threads", cxxopts::value<unsigned>()->default_value("2"))
       ("io", "IO backend: auto, uring or pread", cxxopts::value<std::string>()->default_value("auto"))
       ("policy", "expert cache eviction policy", cxxopts::value<std::string>()->default_value("lru"))
+      ("gpu", "use the first CUDA GPU (VRAM tier above the RAM cache)")
+      ("vram", "VRAM for --gpu (e.g. 20G; default: free VRAM minus a margin)", cxxopts::value<std::string>())
+      ("vram-policy", "VRAM expert cache policy with --gpu: lru or freq", cxxopts::value<std::string>()->default_value("lru"))
       ("cold", "evict the model file from the page cache before each run")
       ("drop-caches", "as root, also drop all clean page cache (echo 1 > /proc/sys/vm/drop_caches)")
       ("probe-seconds", "seconds per queue depth when measuring raw disk bandwidth", cxxopts::value<double>()->default_value("1"))
@@ -144,6 +164,16 @@ int cmd_bench_model(int argc, char** argv) {
   base.n_gen = args["n-gen"].as<int>();
   base.cold = args.count("cold") > 0;
   base.seed = args["seed"].as<uint64_t>();
+  base.engine.gpu = args.count("gpu") > 0;
+  if (!base.engine.gpu && (args.count("vram") || args.count("vram-policy")))
+    throw Error(ErrorCode::invalid_argument, "--vram and --vram-policy need --gpu");
+  if (args.count("vram")) {
+    base.engine.gpu_options.vram_bytes = parse_size(args["vram"].as<std::string>(), "--vram");
+    if (base.engine.gpu_options.vram_bytes == 0) throw Error(ErrorCode::invalid_argument, "--vram must be more than 0 bytes");
+  }
+  base.engine.gpu_options.policy = args["vram-policy"].as<std::string>();
+  core::VramExpertCache::parse_policy(base.engine.gpu_options.policy);
+  if (base.engine.gpu) core::require_gpu();  // before probing the disk
   if (base.engine.session.n_batch < 1) throw Error(ErrorCode::invalid_argument, "-b must be at least 1");
 
   uint64_t file_bytes = 0, shard_bytes = 0;
@@ -203,6 +233,7 @@ int cmd_bench_model(int argc, char** argv) {
     const auto& r = results.back();
     if (!json) {
       std::fprintf(stderr, "%s\n", r.budget_split.c_str());
+      if (r.gpu) std::fprintf(stderr, "%s\n", r.gpu_tier.c_str());
     }
   }
 
@@ -224,6 +255,16 @@ int cmd_bench_model(int argc, char** argv) {
                   human_bytes(r.budget_bytes).c_str(), r.cache_experts_fraction * 100, r.prefill_tok_s, r.decode_tok_s,
                   r.decode_first8_tok_s, r.hit_rate * 100, r.read_bytes_per_token / 1e6, r.disk_gbps_achieved,
                   r.ceiling_tok_s, r.achieved_over_ceiling, r.io_wait_share * 100, human_bytes(r.peak_rss_bytes).c_str());
+    }
+    for (const auto& r : results) {
+      if (!r.gpu) continue;
+      std::printf("gpu (decode): %llu products on the GPU, %llu on the CPU, VRAM expert hits %.1f%%, copied up %llu (%s), "
+                  "CPU fallbacks %llu, uploaded %s, %llu VRAM evictions; H2D %.1f GB/s, CPU matvec %.1f GB/s\n",
+                  static_cast<unsigned long long>(r.gpu_products), static_cast<unsigned long long>(r.gpu_cpu_products),
+                  r.gpu_expert_hit_rate * 100, static_cast<unsigned long long>(r.gpu_experts_copied),
+                  human_bytes(r.gpu_copy_bytes).c_str(), static_cast<unsigned long long>(r.gpu_cpu_fallbacks),
+                  human_bytes(r.gpu_upload_bytes).c_str(), static_cast<unsigned long long>(r.gpu_evictions),
+                  r.gpu_h2d_gbps, r.gpu_cpu_matvec_gbps);
     }
     const auto& r = results.back();
     std::printf("routing: entropy %.3f, hottest %.2fx uniform, temporal reuse %.3f (chance %.3f)\n", r.routing_entropy,

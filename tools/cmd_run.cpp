@@ -14,6 +14,7 @@
 #include "common/units.h"
 #include "core/bench.h"
 #include "core/engine.h"
+#include "core/vram_expert_cache.h"
 #include "core/model.h"
 #include "core/sampler.h"
 #include "core/session.h"
@@ -57,27 +58,42 @@ class StatsPrinter {
     if (!enabled_) return;
     t_ = Clock::now();
     if (engine_.cache()) before_ = engine_.cache()->stats().total;
-    if (!started_) start_ = before_;  // the summary covers decode only
+    if (engine_.gpu()) gpu_before_ = engine_.gpu()->counters();
+    if (!started_) start_ = before_, gpu_start_ = gpu_before_;  // the summary covers decode only
     started_ = true;
   }
   void token(int index) {
     if (!enabled_) return;
     double ms = seconds_since(t_) * 1e3;
+    std::string gpu;
+    if (engine_.gpu()) {
+      const core::GpuCounters d = engine_.gpu()->counters() - gpu_before_;
+      char buf[160];
+      std::snprintf(buf, sizeof buf, "  gpu %llu/cpu %llu products  vram hits %llu  copied up %llu  cpu fallbacks %llu",
+                    static_cast<unsigned long long>(d.products_gpu), static_cast<unsigned long long>(d.products_cpu),
+                    static_cast<unsigned long long>(d.expert_hits), static_cast<unsigned long long>(d.experts_copied),
+                    static_cast<unsigned long long>(d.expert_cpu_fallbacks));
+      gpu = buf;
+    }
     if (!engine_.cache()) {
-      std::fprintf(stderr, "[token %d] %.2f ms (experts in core)\n", index, ms);
+      std::fprintf(stderr, "[token %d] %.2f ms (experts in core)%s\n", index, ms, gpu.c_str());
       return;
     }
     cache::CacheCounters now = engine_.cache()->stats().total;
-    std::fprintf(stderr, "[token %d] %.2f ms  hits %llu  misses %llu  read %.2f MB  io wait %.2f ms\n", index, ms,
+    std::fprintf(stderr, "[token %d] %.2f ms  hits %llu  misses %llu  read %.2f MB  io wait %.2f ms%s\n", index, ms,
                  static_cast<unsigned long long>(now.hits - before_.hits),
                  static_cast<unsigned long long>(now.misses - before_.misses), (now.bytes_read - before_.bytes_read) / 1e6,
-                 (now.io_wait_ns - before_.io_wait_ns) / 1e6);
+                 (now.io_wait_ns - before_.io_wait_ns) / 1e6, gpu.c_str());
   }
   void summary(double seconds) {
     if (!enabled_) return;
     std::fprintf(stderr, "sluice run: peak RSS %llu bytes (%s) with %s accounted to the budget\n",
                  static_cast<unsigned long long>(core::peak_rss_bytes()), human_bytes(core::peak_rss_bytes()).c_str(),
                  human_bytes(engine_.budget().total()).c_str());
+    if (engine_.gpu())
+      std::fprintf(stderr, "sluice run: decode on the GPU tier: %s, %llu VRAM evictions\n",
+                   core::GpuTier::describe(engine_.gpu()->counters() - gpu_start_).c_str(),
+                   static_cast<unsigned long long>(engine_.gpu()->evictions()));
     if (!engine_.cache()) return;
     cache::CacheStats s = engine_.cache()->stats();
     const cache::CacheCounters& t = s.total;
@@ -96,6 +112,7 @@ class StatsPrinter {
   bool enabled_;
   Clock::time_point t_;
   cache::CacheCounters start_, before_;
+  core::GpuCounters gpu_start_, gpu_before_;
   bool started_ = false;
 };
 
@@ -127,6 +144,9 @@ int cmd_run(int argc, char** argv) {
       ("io", "IO backend: auto, uring or pread", cxxopts::value<std::string>()->default_value("auto"))
       ("policy", "expert cache eviction policy (lru, lfu, lru-quota, freq, hot-pin, predict)", cxxopts::value<std::string>()->default_value("lru"))
       ("verify", "check shards against the model's index (sluice index): on or off", cxxopts::value<std::string>()->default_value("on"))
+      ("gpu", "use the first CUDA GPU: weights that fit and the hottest experts in VRAM, above the RAM cache")
+      ("vram", "VRAM for --gpu (e.g. 20G; default: free VRAM minus a margin); separate from --budget", cxxopts::value<std::string>())
+      ("vram-policy", "VRAM expert cache policy with --gpu: lru or freq", cxxopts::value<std::string>()->default_value("lru"))
       ("stats", "print a line per token (time, hits/misses, MB read, IO wait) and a summary")
       ("logits-out", "write f32 logits [n_prompt + n_generated][n_vocab] (LE) to FILE", cxxopts::value<std::string>())
       ("h,help", "show this help");
@@ -145,6 +165,11 @@ int cmd_run(int argc, char** argv) {
   const std::string kv_name = args["kv-type"].as<std::string>();
   if (kv_name != "f16" && kv_name != "f32")
     throw Error(ErrorCode::invalid_argument, "--kv-type '" + kv_name + "' must be f16 or f32");
+  const bool gpu = args.count("gpu") > 0;
+  if (!gpu && (args.count("vram") || args.count("vram-policy")))
+    throw Error(ErrorCode::invalid_argument, "--vram and --vram-policy need --gpu");
+  if (gpu && is_kimi_k3_file(args["model"].as<std::string>()))
+    throw Error(ErrorCode::unsupported, "--gpu is not supported for kimi-k3 models yet; run them without --gpu");
   if (is_kimi_k3_file(args["model"].as<std::string>())) return run_kimi_k3(args);  // hybrid KDA/MLA
 
   const std::string verify = args["verify"].as<std::string>();
@@ -173,6 +198,13 @@ int cmd_run(int argc, char** argv) {
     std::string f = args["cache-experts"].as<std::string>();
     eo.cache_experts = parse_percent(is_percent(f) ? f : f + "%", "--cache-experts");
   }
+  eo.gpu = gpu;
+  if (args.count("vram")) {
+    eo.gpu_options.vram_bytes = parse_size(args["vram"].as<std::string>(), "--vram");
+    if (eo.gpu_options.vram_bytes == 0) throw Error(ErrorCode::invalid_argument, "--vram must be more than 0 bytes");
+  }
+  eo.gpu_options.policy = args["vram-policy"].as<std::string>();
+  core::VramExpertCache::parse_policy(eo.gpu_options.policy);  // reject a bad name before loading
   if (eo.in_core && (eo.budget_bytes || eo.cache_experts > 0))
     throw Error(ErrorCode::invalid_argument, "--in-core loads every expert; it cannot be combined with --budget or --cache-experts");
 
@@ -190,6 +222,8 @@ int cmd_run(int argc, char** argv) {
   std::fprintf(stderr, "sluice run: %s\nsluice run: %s\nsluice run: loaded in %.2f s (io %s%s)\n", cfg.describe().c_str(),
                engine.describe_budget().c_str(), seconds_since(t_load), std::string(engine.reader().backend()).c_str(),
                engine.verifying() ? ", shards verified against the index" : "");
+
+  if (engine.gpu()) std::fprintf(stderr, "sluice run: %s\n", engine.gpu()->describe().c_str());
 
   std::vector<int32_t> prompt = args.count("tokens")
                                     ? parse_token_list(args["tokens"].as<std::string>())

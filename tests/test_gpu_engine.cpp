@@ -1,0 +1,199 @@
+// The VRAM tier end to end: with --gpu, every reference model gives the CPU run's greedy tokens,
+// whether VRAM holds everything or is small enough that experts miss, get evicted and fall back
+// to the CPU. Without a CUDA build or device these cases skip (they never fail for lack of
+// hardware); the CLI's one-line refusal is checked there instead.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "common/error.h"
+#include "core/engine.h"
+#include "tests/test_support.h"
+#if SLUICE_HAVE_CUDA
+#include "kernels/cuda/runtime.h"
+#endif
+
+using sluice::core::Engine;
+using sluice::core::EngineOptions;
+using sluice::test::run_sluice;
+
+namespace {
+
+bool gpu_present() {
+#if SLUICE_HAVE_CUDA
+  return sluice::kernels::cuda::probe().has_value();
+#else
+  return false;
+#endif
+}
+
+const char* const kModels[] = {
+    "tiny/deepseek2/deepseek2-q4_k_m", "tiny/deepseek2/deepseek2-q2_k", "tiny/deepseek2/deepseek2-f16",
+    "tiny/qwen3moe/qwen3moe-q4_k_m",   "tiny/llama-moe/llama-moe-q4_k_m",
+};
+
+std::vector<int32_t> manifest_prompt(const std::string& stem) {
+  auto j = nlohmann::json::parse(sluice::test::read_text(sluice::test::reference_dir() / (stem + ".json")));
+  return j["prompt_tokens"].get<std::vector<int32_t>>();
+}
+
+EngineOptions options_for(const std::string& stem) {
+  EngineOptions o;
+  o.model_path = (sluice::test::reference_dir() / (stem + ".gguf")).string();
+  o.session.n_ctx = 64;
+  o.session.kv_type = sluice::GgmlType::F32;
+  o.threads = 2;
+  return o;
+}
+
+int32_t argmax(std::span<const float> row) {
+  return static_cast<int32_t>(std::max_element(row.begin(), row.end()) - row.begin());
+}
+
+// The prompt as one batch, then `n` greedy tokens one at a time.
+std::vector<int32_t> greedy(Engine& e, const std::vector<int32_t>& prompt, int n) {
+  std::vector<int32_t> out;
+  int32_t tok = argmax(e.forward(prompt, 0, false));
+  for (int i = 0; i < n; ++i) {
+    out.push_back(tok);
+    tok = argmax(e.forward({&tok, 1}, static_cast<int64_t>(prompt.size()) + i, false));
+  }
+  return out;
+}
+
+std::string model_path() {
+  return (sluice::test::reference_dir() / "tiny/deepseek2/deepseek2-q4_k_m.gguf").string();
+}
+
+}  // namespace
+
+TEST_CASE("with --gpu every reference model gives the CPU run's greedy tokens, with VRAM for everything and with too little") {
+  if (!gpu_present()) {
+    MESSAGE(std::string("skipped: ") + (sluice::core::gpu_tier_built() ? "no CUDA device" : "built without CUDA"));
+    return;
+  }
+  for (const char* stem : kModels) {
+    CAPTURE(stem);
+    const std::vector<int32_t> prompt = manifest_prompt(stem);
+    const int n_gen = 24;
+    std::vector<int32_t> reference;
+    {
+      Engine cpu(options_for(stem));
+      reference = greedy(cpu, prompt, n_gen);
+    }
+
+    // Default VRAM: every resident matrix and every expert fit. The tiny models' matrices are
+    // smaller than a GPU round trip is worth; with no round-trip cost they all run there.
+    EngineOptions o = options_for(stem);
+    o.gpu = true;
+    o.gpu_options.rates.copy_latency_s = 0;
+    sluice::core::GpuPlan plan;
+    {
+      Engine e(o);
+      REQUIRE(e.gpu() != nullptr);
+      plan = e.gpu()->plan();
+      MESSAGE(e.gpu()->describe());
+      CHECK(greedy(e, prompt, n_gen) == reference);
+      const auto c = e.gpu()->counters();
+      MESSAGE(sluice::core::GpuTier::describe(c));
+      CHECK(c.products_gpu > 0);
+      CHECK(plan.expert_slots == plan.routed_experts);
+      CHECK(e.gpu()->evictions() == 0);
+    }
+
+    // Resident matrices plus two expert slots; rates fixed so a miss used by one token is computed
+    // on the CPU and one used by two or more is copied up: hits, copies, evictions and CPU
+    // fallbacks all happen, also with the RAM cache at its minimum (its arena slots are reused).
+    EngineOptions small = o;
+    small.gpu_options.vram_bytes = plan.workspace_bytes + plan.resident_bytes + 2 * plan.expert_slot_bytes;
+    small.gpu_options.rates = {.h2d_bytes_per_s = 1e9, .cpu_bytes_per_s = 1.5e9, .gpu_bytes_per_s = 1e15, .copy_latency_s = 0};
+    uint64_t ram_minimum = 0;
+    {
+      Engine e(small);
+      ram_minimum = e.budget().minimum();
+      CHECK(e.gpu()->plan().expert_slots == 2);
+      CHECK(greedy(e, prompt, n_gen) == reference);
+      const auto c = e.gpu()->counters();
+      MESSAGE(sluice::core::GpuTier::describe(c));
+      CHECK(c.experts_copied > 0);
+      CHECK(c.expert_cpu_fallbacks > 0);
+      CHECK(c.products_cpu > 0);
+      CHECK(e.gpu()->evictions() > 0);
+    }
+    small.budget_bytes = ram_minimum;
+    {
+      Engine e(small);
+      CHECK(greedy(e, prompt, n_gen) == reference);
+      CHECK(e.cache()->stats().total.evictions > 0);
+    }
+
+    // Room for half of the resident matrices: the others stay CPU products.
+    EngineOptions half = o;
+    half.gpu_options.vram_bytes = plan.workspace_bytes + plan.resident_bytes / 2;
+    {
+      Engine e(half);
+      CHECK(e.gpu()->plan().resident_on_cpu > 0);
+      CHECK(greedy(e, prompt, n_gen) == reference);
+      CHECK(e.gpu()->counters().products_cpu > 0);
+    }
+  }
+}
+
+TEST_CASE("sluice run --gpu prints the CPU run's text and the VRAM tier's figures") {
+  if (!gpu_present()) {
+    MESSAGE("skipped: no CUDA device or build");
+    return;
+  }
+  const std::string common = "run -m '" + model_path() + "' -p 'The quick brown fox' -n 16 -c 64 --ignore-eos";
+  auto cpu = run_sluice(common);
+  REQUIRE_MESSAGE(cpu.exit_code == 0, cpu.err);
+  auto gpu = run_sluice(common + " --gpu --vram 256M --stats");
+  REQUIRE_MESSAGE(gpu.exit_code == 0, gpu.err);
+  CHECK(gpu.out == cpu.out);
+  CHECK(gpu.err.find("expert slots") != std::string::npos);
+  CHECK(gpu.err.find("gpu products") != std::string::npos);
+  auto bench = run_sluice("bench -m '" + model_path() + "' -p 8 -n 12 --probe-seconds 0 --gpu --json");
+  REQUIRE_MESSAGE(bench.exit_code == 0, bench.err);
+  auto j = nlohmann::json::parse(bench.out);
+  CHECK(j["gpu"].get<bool>());
+  CHECK(j["gpu_products"].get<uint64_t>() + j["gpu_cpu_products"].get<uint64_t>() > 0);
+  CHECK(j["decode_tok_s"].get<double>() > 0);
+}
+
+TEST_CASE("--gpu without a CUDA build or device fails with one line and a non-zero exit") {
+  if (gpu_present()) {
+    MESSAGE("skipped: a CUDA device is present");
+    return;
+  }
+  const std::string expected = sluice::core::gpu_tier_built() ? "--gpu: no CUDA device found" : "built without CUDA";
+  for (const std::string& args : {"run -m '" + model_path() + "' -p hello -n 2 --gpu",
+                                 "bench -m '" + model_path() + "' -p 4 -n 9 --probe-seconds 0 --gpu"}) {
+    CAPTURE(args);
+    auto r = run_sluice(args);
+    CHECK(r.exit_code == 1);
+    CHECK(r.err.find(expected) != std::string::npos);
+    CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+    CHECK(r.out.empty());
+  }
+  EngineOptions o = options_for("tiny/deepseek2/deepseek2-q4_k_m");
+  o.gpu = true;
+  CHECK_THROWS_WITH_AS(Engine{o}, doctest::Contains(expected.c_str()), sluice::Error);
+}
+
+TEST_CASE("--vram and --vram-policy are refused without --gpu or with a bad value") {
+  auto r = run_sluice("run -m '" + model_path() + "' -p hello -n 2 --vram 1G");
+  CHECK(r.exit_code == 1);
+  CHECK(r.err.find("need --gpu") != std::string::npos);
+  auto bad = run_sluice("run -m '" + model_path() + "' -p hello -n 2 --gpu --vram lots");
+  CHECK(bad.exit_code == 1);
+  CHECK(bad.err.find("--vram") != std::string::npos);
+  auto policy = run_sluice("run -m '" + model_path() + "' -p hello -n 2 --gpu --vram-policy mru");
+  CHECK(policy.exit_code == 1);
+  CHECK(policy.err.find("lru or freq") != std::string::npos);
+  auto bench = run_sluice("bench -m '" + model_path() + "' -p 4 -n 9 --probe-seconds 0 --vram 1G");
+  CHECK(bench.exit_code == 1);
+  CHECK(bench.err.find("need --gpu") != std::string::npos);
+}
