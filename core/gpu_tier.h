@@ -21,7 +21,8 @@
 //     gate, up and down on a copy stream with an event each; the first product waits only for
 //     its own matrix, so the rest of the copy overlaps with compute. When the RAM arena could be
 //     page-locked (cudaHostRegister) the copies are asynchronous;
-//   - anything else (types without CUDA kernels, matrices that did not fit) goes to the CPU.
+//   - anything else (types without CUDA kernels, matrices that did not fit, shapes the kernels
+//     refuse before launching) goes to the CPU.
 // Activations go up and results come down per product through preallocated page-locked
 // staging; nothing is allocated per token.
 //

@@ -147,7 +147,14 @@ class CudaTier final : public GpuTier {
       ++c_.products_cpu;
       return false;
     }
-    run({w.type, dev, w.n_cols, w.n_rows, w.row_stride}, wait_part, x, n, y);
+    try {
+      run({w.type, dev, w.n_cols, w.n_rows, w.row_stride}, wait_part, x, n, y);
+    } catch (const Error& e) {
+      // A shape the kernels refuse is refused before anything launches: the CPU computes it.
+      if (e.code() != ErrorCode::unsupported && e.code() != ErrorCode::invalid_argument) throw;
+      ++c_.products_cpu;
+      return false;
+    }
     ++c_.products_gpu;
     return true;
   }
@@ -235,7 +242,7 @@ class CudaTier final : public GpuTier {
     vcache_.pin(slot);
     ps.slot = slot;
     std::byte* base = slots_.data() + static_cast<uint64_t>(slot) * plan_.expert_slot_bytes;
-    for (int i = 0; i < 3; ++i) {
+    for (const int i : {1, 0, 2}) {  // in the session's order of use (up, gate, down): up lands first
       cuda::copy_to_device(base + shape_.part_offset[il][static_cast<size_t>(i)], parts[i]->data,
                            shape_.part_bytes[il][static_cast<size_t>(i)], copy_);
       copied_[i].record(copy_);

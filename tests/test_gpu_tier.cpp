@@ -220,3 +220,25 @@ TEST_CASE("the CPU matvec rate of the cost model is measured on a resident matri
   MESSAGE("CPU matvec " << rate / 1e9 << " GB/s on one thread");
   CHECK(rate > 1e6);
 }
+
+TEST_CASE("the GPU tier's counters subtract per phase and print as one line") {
+  sluice::core::GpuCounters before, after;
+  before.products_gpu = 10;
+  before.expert_hits = 3;
+  after.products_gpu = 25;
+  after.products_cpu = 4;
+  after.expert_hits = 9;
+  after.expert_misses = 3;
+  after.experts_copied = 2;
+  after.expert_copy_bytes = 3ull << 20;
+  after.expert_cpu_fallbacks = 1;
+  const sluice::core::GpuCounters d = after - before;
+  CHECK(d.products_gpu == 15);
+  CHECK(d.expert_hits == 6);
+  const std::string line = sluice::core::GpuTier::describe(d);
+  CHECK(line.find("gpu products 15, cpu products 4") != std::string::npos);
+  CHECK(line.find("VRAM expert hits 6 of 9 (66.7%)") != std::string::npos);
+  CHECK(line.find("copied up 2 (3.0 MiB)") != std::string::npos);
+  CHECK(line.find("CPU fallbacks 1") != std::string::npos);
+  CHECK(line.find('\n') == std::string::npos);
+}
