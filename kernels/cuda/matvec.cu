@@ -42,12 +42,14 @@ void launch(const DeviceMatrix& w, const float* x, int64_t n_tokens, float* y, c
   if (n_tokens == 1) {
     constexpr int kRowsPerBlock = detail::kMatvecWarps * kMatvecRowsPerWarp;
     const dim3 grid(unsigned((w.n_rows + kRowsPerBlock - 1) / kRowsPerBlock), 1);
+    detail::clear_last_error();
     detail::matvec_kernel<D, kMatvecRowsPerWarp, 1>
         <<<grid, detail::kMatvecWarps * 32, 0, stream>>>(wp, w.row_stride, w.n_rows, n_cols, x, 1, x_aligned, y);
   } else {
     constexpr int kRowsPerBlock = detail::kMatvecWarps;
     const dim3 grid(unsigned((w.n_rows + kRowsPerBlock - 1) / kRowsPerBlock),
                     unsigned((n_tokens + kMatmulTokens - 1) / kMatmulTokens));
+    detail::clear_last_error();
     detail::matvec_kernel<D, 1, kMatmulTokens>
         <<<grid, detail::kMatvecWarps * 32, 0, stream>>>(wp, w.row_stride, w.n_rows, n_cols, x, n_tokens, x_aligned, y);
   }
