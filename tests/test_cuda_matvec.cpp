@@ -115,6 +115,23 @@ TEST_CASE("cuda matvec and matmul match the CPU layer for every weight type") {
   }
 }
 
+TEST_CASE("cuda matvec on tall matrices (two rows per warp) matches the CPU layer for every weight type") {
+  if (skip_without_gpu()) return;
+  cu::Stream stream;
+  const int64_t n_cols = 256, n_rows = 16384 + 9;  // past the two-rows threshold; odd: a lone last row
+  const auto x = random_row(n_cols, 5, 1.0f);
+  const auto dx = to_device(x, stream);
+  for (GgmlType type : kTypes) {
+    INFO("type " << sluice::ggml_type_name(type));
+    const HostMatrix m = random_matrix(type, n_rows, n_cols, 0, 900);
+    const auto dw = to_device(m.bytes, stream);
+    const cu::DeviceMatrix w{type, dw.data(), n_cols, n_rows, m.row_stride};
+    cu::DeviceBuffer dy(size_t(n_rows) * 4);
+    cu::matvec(w, dev_ptr<float>(dx), dev_ptr<float>(dy), stream);
+    CHECK(nmse(to_host<float>(dy, size_t(n_rows), stream), reference(type, m, x, 1)) <= kTolExact);
+  }
+}
+
 TEST_CASE("cuda matvec rejects shapes and layouts it cannot compute, before launching") {
   if (skip_without_gpu()) return;
   cu::Stream stream;

@@ -24,6 +24,7 @@ void attention(const AttentionShape& s, const float* q, const float* k_cache, co
   if (!q || !k_cache || !v_cache || !out) fail("null device pointer");
   const dim3 grid(unsigned(s.n_head), unsigned(n_tokens));
   const size_t smem = size_t(s.k_len) * sizeof(float);
+  detail::clear_last_error();
   detail::attention_kernel<<<grid, detail::kAttnThreads, smem, static_cast<cudaStream_t>(stream.handle())>>>(
       s, q, k_cache, v_cache, start_pos, out);
   SLUICE_CUDA_CHECK_LAUNCH("attention");

@@ -3,7 +3,10 @@
 // SLUICE_CUDA_CHECK(cudaMalloc(&p, n)) throws sluice::Error(internal) naming the call as written
 // and cudaGetErrorString's text, e.g. "cudaMalloc(&p, bytes) failed: out of memory (2)".
 // SLUICE_CUDA_CHECK_LAUNCH("matvec q4_K") checks cudaGetLastError right after a <<<...>>> launch
-// (bad configurations surface there, not at the next synchronization).
+// (bad configurations surface there, not at the next synchronization); launchers call
+// detail::clear_last_error() just before the launch, so an earlier failed call whose error was
+// already reported (e.g. a refused cudaMalloc, which also sets the "last error") is not blamed on
+// the kernel. Failed checked calls clear it too.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -14,7 +17,10 @@
 
 namespace sluice::kernels::cuda::detail {
 
+inline void clear_last_error() { (void)cudaGetLastError(); }
+
 [[noreturn]] inline void throw_cuda_error(cudaError_t err, const char* what, const char* suffix) {
+  clear_last_error();  // reported here; sticky errors (a faulted context) stay sticky regardless
   throw Error(err == cudaErrorMemoryAllocation ? ErrorCode::budget : ErrorCode::internal,
               std::string(what) + suffix + ": " + cudaGetErrorString(err) + " (" + std::to_string(int(err)) +
                   ")");

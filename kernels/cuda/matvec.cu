@@ -16,7 +16,10 @@ namespace sluice::kernels::cuda {
 
 namespace {
 
-constexpr int kMatvecRowsPerWarp = 2;  // one x load feeds two rows: halves the L1 traffic of x
+// Tall matrices: each warp takes two rows, so one x load feeds both (half the L1 traffic of x).
+// Shorter ones (MoE experts: a few thousand rows) keep one row per warp: twice the warps in
+// flight, which is what keeps HBM busy when the grid is only a few blocks per SM.
+constexpr int64_t kTwoRowsMinRows = 16384;
 constexpr int kMatmulTokens = 8;       // tokens per pass over a weight row
 
 std::string type_label(GgmlType type) { return std::string(ggml_type_name(type)); }
@@ -39,15 +42,23 @@ void launch(const DeviceMatrix& w, const float* x, int64_t n_tokens, float* y, c
   const auto* wp = reinterpret_cast<const uint8_t*>(w.data);
   const bool x_aligned = reinterpret_cast<uintptr_t>(x) % 16 == 0;
   const int n_cols = int(w.n_cols);
-  if (n_tokens == 1) {
-    constexpr int kRowsPerBlock = detail::kMatvecWarps * kMatvecRowsPerWarp;
+  if (n_tokens == 1 && w.n_rows >= kTwoRowsMinRows) {
+    constexpr int kRowsPerBlock = detail::kMatvecWarps * 2;
     const dim3 grid(unsigned((w.n_rows + kRowsPerBlock - 1) / kRowsPerBlock), 1);
-    detail::matvec_kernel<D, kMatvecRowsPerWarp, 1>
+    detail::clear_last_error();
+    detail::matvec_kernel<D, 2, 1>
+        <<<grid, detail::kMatvecWarps * 32, 0, stream>>>(wp, w.row_stride, w.n_rows, n_cols, x, 1, x_aligned, y);
+  } else if (n_tokens == 1) {
+    constexpr int kRowsPerBlock = detail::kMatvecWarps;
+    const dim3 grid(unsigned((w.n_rows + kRowsPerBlock - 1) / kRowsPerBlock), 1);
+    detail::clear_last_error();
+    detail::matvec_kernel<D, 1, 1>
         <<<grid, detail::kMatvecWarps * 32, 0, stream>>>(wp, w.row_stride, w.n_rows, n_cols, x, 1, x_aligned, y);
   } else {
     constexpr int kRowsPerBlock = detail::kMatvecWarps;
     const dim3 grid(unsigned((w.n_rows + kRowsPerBlock - 1) / kRowsPerBlock),
                     unsigned((n_tokens + kMatmulTokens - 1) / kMatmulTokens));
+    detail::clear_last_error();
     detail::matvec_kernel<D, 1, kMatmulTokens>
         <<<grid, detail::kMatvecWarps * 32, 0, stream>>>(wp, w.row_stride, w.n_rows, n_cols, x, n_tokens, x_aligned, y);
   }

@@ -1,6 +1,6 @@
 // matvec / matmul kernel over any weight type with a dequantizer (dequant_*.cuh).
 //
-// One warp per output row (kRowsPerWarp rows, sharing each load of x), kWarps warps per block.
+// One warp per output row (or kRowsPerWarp rows sharing each load of x), kMatvecWarps warps per block.
 // A row is cut into "units" of D::kRun values (unit u = values u*kRun .. u*kRun + kRun - 1, inside
 // block u / (kQK / kRun)); lane l takes units l, l + 32, ... so a warp walks the row's bytes front
 // to back, dequantizes in registers and dots with f32 x (read through the read-only cache; x is

@@ -55,6 +55,7 @@ void rope(const RopeParams& p, float* x, int64_t n_tokens, int64_t row_stride, i
 // out = softmax(scale * q.k over p <= start_pos + t) . v
 // Absorbed MLA is n_head_kv = 1, k rows [rope | latent] and v_cache = k_cache + rope with
 // v_row_stride = k_row_stride: the latent part of each key row doubles as its value.
+// Limits: k_len <= 8192, v_len <= 640, n_tokens <= 65535 per call.
 struct AttentionShape {
   int64_t n_head = 0, n_head_kv = 0;
   int64_t k_len = 0, v_len = 0;           // per head
@@ -69,7 +70,8 @@ void attention(const AttentionShape& s, const float* q, const float* k_cache, co
 
 // Router: probs = softmax(logits) or sigmoid(logits); selection = probs + bias (bias may be null);
 // ids = top-k of selection (ties to the lower id), weights = probs[ids], normalized when `norm`
-// (sum clamped at 6.103515625e-5) then multiplied by `scale`. One token per row; n_expert <= 1024.
+// (sum clamped at 6.103515625e-5) then multiplied by `scale`. One token per row; n_expert <= 1024,
+// k <= 64. ids and weights are [n_tokens][k].
 enum class Gating { softmax, sigmoid };
 void route(const float* logits, const float* bias, int64_t n_tokens, int64_t n_expert, int64_t k,
            Gating gating, bool norm, float scale, int32_t* ids, float* weights, Stream& stream);

@@ -15,6 +15,7 @@ void rms_norm(const float* x, const float* weight, float eps, int64_t n, int64_t
                 "rms_norm: bad shape " + std::to_string(n_rows) + " rows of " + std::to_string(n));
   if (n_rows == 0) return;
   if (!x || !y) throw Error(ErrorCode::invalid_argument, "rms_norm: null device pointer");
+  detail::clear_last_error();
   detail::rms_norm_kernel<<<unsigned(n_rows), detail::kRmsNormThreads, 0, static_cast<cudaStream_t>(stream.handle())>>>(
       x, weight, eps, n, y);
   SLUICE_CUDA_CHECK_LAUNCH("rms_norm");

@@ -67,6 +67,7 @@ void rope(const RopeParams& p, float* x, int64_t n_tokens, int64_t row_stride, i
     throw Error(ErrorCode::invalid_argument, "rope: " + std::to_string(n_heads) + " heads of " +
                                                  std::to_string(p.n_dims) + " dims exceed the kernel's grid");
   const dim3 grid(static_cast<unsigned>(n_tokens), static_cast<unsigned>(blocks_y));
+  detail::clear_last_error();
   detail::rope_kernel<<<grid, detail::kRopeThreads, 0, static_cast<cudaStream_t>(stream.handle())>>>(
       detail::rope_args(p), x, row_stride, n_heads, head_stride, positions);
   SLUICE_CUDA_CHECK_LAUNCH("rope");

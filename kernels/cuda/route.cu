@@ -112,6 +112,7 @@ void route(const float* logits, const float* bias, int64_t n_tokens, int64_t n_e
                     std::to_string(detail::kRouteMaxExperts) + ", k <= " + std::to_string(detail::kRouteMaxK) + ")");
   if (n_tokens == 0) return;
   if (!logits || !ids || !weights) throw Error(ErrorCode::invalid_argument, "route: null device pointer");
+  detail::clear_last_error();
   detail::route_kernel<<<unsigned(n_tokens), detail::kRouteThreads, 0, static_cast<cudaStream_t>(stream.handle())>>>(
       logits, bias, int(n_expert), int(k), gating == Gating::sigmoid, norm, scale, ids, weights);
   SLUICE_CUDA_CHECK_LAUNCH("route");

@@ -15,6 +15,7 @@ void swiglu(const float* gate, const float* up, int64_t n, float* y, Stream& str
   if (!gate || !up || !y) throw Error(ErrorCode::invalid_argument, "swiglu: null device pointer");
   // Enough blocks to fill any GPU; the grid-stride loop covers the rest.
   const int64_t blocks = std::min<int64_t>((n + detail::kSwigluThreads - 1) / detail::kSwigluThreads, 65536);
+  detail::clear_last_error();
   detail::swiglu_kernel<<<unsigned(blocks), detail::kSwigluThreads, 0, static_cast<cudaStream_t>(stream.handle())>>>(
       gate, up, n, y);
   SLUICE_CUDA_CHECK_LAUNCH("swiglu");
