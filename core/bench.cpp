@@ -10,6 +10,7 @@
 
 #include "common/error.h"
 #include "core/routing_stats.h"
+#include "core/trace_recorder.h"
 
 namespace sluice::core {
 
@@ -31,12 +32,13 @@ uint64_t proc_field_kib(const char* file, const char* field) {
 // Feeds decode-phase routing decisions to RoutingStats, mapping blocks to MoE layers.
 class StatsObserver final : public RoutingObserver {
  public:
-  StatsObserver(const ModelConfig& config, RoutingStats& stats) : stats_(stats) {
+  StatsObserver(const ModelConfig& config, RoutingStats& stats, RoutingObserver* also) : stats_(stats), also_(also) {
     for (int64_t il = 0, moe = 0; il < config.n_layer; ++il) {
       moe_of_block_.push_back(config.is_moe_layer(il) ? static_cast<int>(moe++) : -1);
     }
   }
   void on_routing(const RoutingEvent& event) override {
+    if (also_) also_->on_routing(event);  // the trace records prefill too
     if (!enabled) return;
     int moe = moe_of_block_[static_cast<size_t>(event.layer)];
     if (moe >= 0) stats_.add(moe, event.experts);
@@ -45,6 +47,7 @@ class StatsObserver final : public RoutingObserver {
 
  private:
   RoutingStats& stats_;
+  RoutingObserver* also_;
   std::vector<int> moe_of_block_;
 };
 
@@ -100,9 +103,15 @@ BenchResult run_bench(const BenchOptions& options) {
   std::optional<StatsObserver> observer;
   if (n_moe > 0) {
     routing.emplace(n_moe, static_cast<int>(config.n_expert), static_cast<int>(config.n_expert_used));
-    observer.emplace(config, *routing);
+    observer.emplace(config, *routing, options.recorder);
     engine.session().set_routing_observer(&*observer);
+    if (options.recorder) options.recorder->begin_sequence(config, engine.session().n_ctx());
   }
+  // Warm start before the first token: its reads are not part of the prefill or decode figures.
+  cache::WarmResult warm = engine.warm_up(options.warm_progress);
+  r.warm_shards = warm.shards;
+  r.warm_bytes = warm.bytes;
+  r.warm_seconds = warm.seconds;
 
   // Random prompt from the seed, as llama-bench does.
   std::mt19937_64 rng(options.seed);

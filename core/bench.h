@@ -15,11 +15,14 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "core/engine.h"
 
 namespace sluice::core {
+
+class TraceRecorder;  // core/trace_recorder.h
 
 struct BenchOptions {
   EngineOptions engine;
@@ -28,6 +31,11 @@ struct BenchOptions {
   bool cold = false;
   uint64_t seed = 1;
   double disk_gbps_raw = 0;  // measured by the caller once per invocation (0: not known)
+  // --trace-out / --profile-out: this run becomes one sequence of the recorder (prefill and
+  // decode tokens). Null: nothing recorded.
+  TraceRecorder* recorder = nullptr;
+  // --warm (engine.warm_profile): called as the preload lands (bytes done, bytes total).
+  std::function<void(uint64_t, uint64_t)> warm_progress;
 };
 
 struct BenchResult {
@@ -45,6 +53,8 @@ struct BenchResult {
   int64_t page_cache_growth_bytes = 0;  // /proc/meminfo Cached after - before
   uint64_t decode_bytes_read = 0;
   uint64_t evictions = 0;
+  uint64_t warm_shards = 0, warm_bytes = 0;  // preloaded by --warm before the prompt
+  double warm_seconds = 0;
   std::string budget_split;  // Engine::describe_budget()
   std::string io_backend;
 };

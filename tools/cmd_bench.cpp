@@ -17,6 +17,8 @@
 #include "io/bandwidth_probe.h"
 #include "io/pread_reader.h"
 #include "tools/commands.h"
+#include "tools/progress_bar.h"
+#include "tools/routing_outputs.h"
 
 namespace sluice::tools {
 
@@ -53,6 +55,9 @@ nlohmann::json to_json(const core::BenchResult& r) {
           {"peak_rss_bytes", r.peak_rss_bytes},
           {"page_cache_growth_bytes", r.page_cache_growth_bytes},
           {"evictions", r.evictions},
+          {"warm_shards", r.warm_shards},
+          {"warm_bytes", r.warm_bytes},
+          {"warm_seconds", r.warm_seconds},
           {"io_backend", r.io_backend},
           {"budget_split", r.budget_split}};
 }
@@ -124,6 +129,7 @@ int cmd_bench_model(int argc, char** argv) {
       ("json", "print JSON (an object per run; an array for a sweep)")
       ("plot", "write an SVG of tok/s and hit rate vs budget", cxxopts::value<std::string>())
       ("h,help", "show this help");
+  add_routing_options(options);
   auto args = options.parse(argc, argv);
   if (args.count("help")) {
     std::cout << options.help();
@@ -144,6 +150,9 @@ int cmd_bench_model(int argc, char** argv) {
   base.n_gen = args["n-gen"].as<int>();
   base.cold = args.count("cold") > 0;
   base.seed = args["seed"].as<uint64_t>();
+  RoutingOutputs routing(args, path);
+  base.engine.warm_profile = routing.warm_profile();
+  base.recorder = routing.recorder();
   if (base.engine.session.n_batch < 1) throw Error(ErrorCode::invalid_argument, "-b must be at least 1");
 
   uint64_t file_bytes = 0, shard_bytes = 0;
@@ -199,12 +208,17 @@ int cmd_bench_model(int argc, char** argv) {
   std::vector<core::BenchResult> results;
   for (auto& o : runs) {
     o.disk_gbps_raw = disk_raw;
+    ProgressBar bar("warm start");
+    o.warm_progress = [&](uint64_t done, uint64_t total) { bar.update(done, total); };
     results.push_back(core::run_bench(o));
+    bar.finish();
     const auto& r = results.back();
     if (!json) {
       std::fprintf(stderr, "%s\n", r.budget_split.c_str());
+      if (r.warm_shards) std::fprintf(stderr, "%s\n", describe_warm(r.warm_shards, r.warm_bytes, r.warm_seconds).c_str());
     }
   }
+  routing.write("bench");
 
   if (json) {
     if (results.size() == 1) {
