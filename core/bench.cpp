@@ -136,10 +136,14 @@ BenchResult run_bench(const BenchOptions& options) {
   int32_t token = argmax(logits.last(static_cast<size_t>(config.n_vocab)));
   auto t_decode = Clock::now();
   double first8_s = 0;
+  cache::CacheStats at8;
   for (int s = 0; s < options.n_gen; ++s) {
     logits = engine.forward({&token, 1}, options.n_prompt + s, false);
     token = argmax(logits);
-    if (s == 7) first8_s = since(t_decode);
+    if (s == 7) {
+      first8_s = since(t_decode);
+      if (engine.cache()) at8 = engine.cache()->stats();
+    }
   }
   double decode_s = since(t_decode);
   r.decode_first8_tok_s = 8 / first8_s;
@@ -153,8 +157,16 @@ BenchResult run_bench(const BenchOptions& options) {
     r.decode_bytes_read = d.bytes_read - b.bytes_read;
     r.evictions = d.evictions;
     r.io_wait_share = static_cast<double>(d.io_wait_ns - b.io_wait_ns) / 1e9 / decode_s;
+    auto rate = [](const cache::CacheCounters& from, const cache::CacheCounters& to) {
+      uint64_t h = to.hits - from.hits, m = to.misses - from.misses;
+      return h + m ? static_cast<double>(h) / static_cast<double>(h + m) : 1.0;
+    };
+    r.hit_rate_first8 = rate(b, at8.total);
+    r.hit_rate_steady = rate(at8.total, d);
+    r.read_bytes_per_token_first8 = static_cast<double>(at8.total.bytes_read - b.bytes_read) / 8;
+    r.read_bytes_per_token_steady = static_cast<double>(d.bytes_read - at8.total.bytes_read) / (options.n_gen - 8);
   } else {
-    r.hit_rate = 1.0;
+    r.hit_rate = r.hit_rate_first8 = r.hit_rate_steady = 1.0;
   }
   r.read_bytes_per_token = static_cast<double>(r.decode_bytes_read) / options.n_gen;
   r.disk_gbps_achieved = static_cast<double>(r.decode_bytes_read) / decode_s / 1e9;

@@ -45,6 +45,9 @@ struct BenchResult {
   double routing_entropy = 0, hottest_over_uniform = 0, temporal_reuse = 0, temporal_reuse_chance = 0;
   double prefill_tok_s = 0, decode_tok_s = 0, decode_first8_tok_s = 0;
   double hit_rate = 0;
+  // The first 8 decode tokens alone and tokens 9..n alone: what a cold (or warm) start costs.
+  double hit_rate_first8 = 0, hit_rate_steady = 0;
+  double read_bytes_per_token_first8 = 0, read_bytes_per_token_steady = 0;
   double read_bytes_per_token = 0;
   double disk_gbps_achieved = 0, disk_gbps_raw = 0;
   double ceiling_tok_s = 0, achieved_over_ceiling = 0;

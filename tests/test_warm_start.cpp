@@ -248,7 +248,10 @@ TEST_CASE("sluice run and bench write traces and profiles that sluice tune and -
   auto b = run_sluice("bench -m '" + model_path() + "' --cache-experts-sweep 40,60 -p 8 -n 10 -b 8 --probe-seconds 0 --json --warm '" +
                       profile + "' --trace-out '" + bench_trace + "'");
   REQUIRE_MESSAGE(b.exit_code == 0, b.err);
-  CHECK(b.out.find("\"warm_shards\"") != std::string::npos);
+  for (const char* field : {"warm_shards", "warm_bytes", "warm_seconds", "hit_rate_first8", "hit_rate_steady",
+                            "read_bytes_per_token_first8", "read_bytes_per_token_steady"}) {
+    CHECK_MESSAGE(b.out.find(std::string("\"") + field + "\"") != std::string::npos, field);
+  }
   cache::Trace bt = cache::read_trace(bench_trace);
   CHECK(bt.sequences.size() == 2);  // one per measured run
   for (const auto& s : bt.sequences) CHECK(s.n_token == 8 + 10);
