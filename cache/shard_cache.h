@@ -138,6 +138,11 @@ class ShardCache {
   // released first): no allocation on the hot path.
   void acquire_all(std::span<const ShardKey> keys, std::span<Pin> out);
   bool prefetch(ShardKey key);
+  // Warm start (cache/warm_start.h): loads `key` into a free slot of its size class (it never
+  // evicts) through the normal read path, so digests are verified on landing. Counts no hit or
+  // miss; the policy sees on_insert only, as for a prefetch. Returns a pin to wait() on, or an
+  // empty Pin when the shard is already resident or its size class has no free slot.
+  Pin preload(ShardKey key);
 
   void wait(const Pin& pin);
   // Index of a landed pin among the non-empty ones (earliest landed first). Throws

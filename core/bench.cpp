@@ -10,6 +10,7 @@
 
 #include "common/error.h"
 #include "core/routing_stats.h"
+#include "core/trace_recorder.h"
 
 namespace sluice::core {
 
@@ -31,12 +32,13 @@ uint64_t proc_field_kib(const char* file, const char* field) {
 // Feeds decode-phase routing decisions to RoutingStats, mapping blocks to MoE layers.
 class StatsObserver final : public RoutingObserver {
  public:
-  StatsObserver(const ModelConfig& config, RoutingStats& stats) : stats_(stats) {
+  StatsObserver(const ModelConfig& config, RoutingStats& stats, RoutingObserver* also) : stats_(stats), also_(also) {
     for (int64_t il = 0, moe = 0; il < config.n_layer; ++il) {
       moe_of_block_.push_back(config.is_moe_layer(il) ? static_cast<int>(moe++) : -1);
     }
   }
   void on_routing(const RoutingEvent& event) override {
+    if (also_) also_->on_routing(event);  // the trace records prefill too
     if (!enabled) return;
     int moe = moe_of_block_[static_cast<size_t>(event.layer)];
     if (moe >= 0) stats_.add(moe, event.experts);
@@ -45,6 +47,7 @@ class StatsObserver final : public RoutingObserver {
 
  private:
   RoutingStats& stats_;
+  RoutingObserver* also_;
   std::vector<int> moe_of_block_;
 };
 
@@ -100,9 +103,15 @@ BenchResult run_bench(const BenchOptions& options) {
   std::optional<StatsObserver> observer;
   if (n_moe > 0) {
     routing.emplace(n_moe, static_cast<int>(config.n_expert), static_cast<int>(config.n_expert_used));
-    observer.emplace(config, *routing);
+    observer.emplace(config, *routing, options.recorder);
     engine.session().set_routing_observer(&*observer);
+    if (options.recorder) options.recorder->begin_sequence(config, engine.session().n_ctx());
   }
+  // Warm start before the first token: its reads are not part of the prefill or decode figures.
+  cache::WarmResult warm = engine.warm_up(options.warm_progress);
+  r.warm_shards = warm.shards;
+  r.warm_bytes = warm.bytes;
+  r.warm_seconds = warm.seconds;
 
   // Random prompt from the seed, as llama-bench does.
   std::mt19937_64 rng(options.seed);
@@ -129,10 +138,14 @@ BenchResult run_bench(const BenchOptions& options) {
   int32_t token = argmax(logits.last(static_cast<size_t>(config.n_vocab)));
   auto t_decode = Clock::now();
   double first8_s = 0;
+  cache::CacheStats at8;
   for (int s = 0; s < options.n_gen; ++s) {
     logits = engine.forward({&token, 1}, options.n_prompt + s, false);
     token = argmax(logits);
-    if (s == 7) first8_s = since(t_decode);
+    if (s == 7) {
+      first8_s = since(t_decode);
+      if (engine.cache()) at8 = engine.cache()->stats();
+    }
   }
   double decode_s = since(t_decode);
   r.decode_first8_tok_s = 8 / first8_s;
@@ -146,8 +159,16 @@ BenchResult run_bench(const BenchOptions& options) {
     r.decode_bytes_read = d.bytes_read - b.bytes_read;
     r.evictions = d.evictions;
     r.io_wait_share = static_cast<double>(d.io_wait_ns - b.io_wait_ns) / 1e9 / decode_s;
+    auto rate = [](const cache::CacheCounters& from, const cache::CacheCounters& to) {
+      uint64_t h = to.hits - from.hits, m = to.misses - from.misses;
+      return h + m ? static_cast<double>(h) / static_cast<double>(h + m) : 1.0;
+    };
+    r.hit_rate_first8 = rate(b, at8.total);
+    r.hit_rate_steady = rate(at8.total, d);
+    r.read_bytes_per_token_first8 = static_cast<double>(at8.total.bytes_read - b.bytes_read) / 8;
+    r.read_bytes_per_token_steady = static_cast<double>(d.bytes_read - at8.total.bytes_read) / (options.n_gen - 8);
   } else {
-    r.hit_rate = 1.0;
+    r.hit_rate = r.hit_rate_first8 = r.hit_rate_steady = 1.0;
   }
   r.read_bytes_per_token = static_cast<double>(r.decode_bytes_read) / options.n_gen;
   r.disk_gbps_achieved = static_cast<double>(r.decode_bytes_read) / decode_s / 1e9;

@@ -2,8 +2,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <fstream>
+#include <sstream>
 
 #include "cache/arena.h"
+#include "cache/trace.h"
 #include "common/error.h"
 #include "common/units.h"
 #include "core/model_summary.h"
@@ -20,6 +23,14 @@ Error budget_error(const BudgetSplit& s, uint64_t budget, const std::string& pat
                    " + one MoE layer's experts " + human_bytes(s.expert_min) + ")");
 }
 
+cache::ExpertProfile load_profile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error(ErrorCode::invalid_argument, "--warm: cannot read profile '" + path + "'");
+  std::stringstream text;
+  text << in.rdbuf();
+  return cache::parse_profile(text.str(), path);
+}
+
 }  // namespace
 
 Engine::Engine(const EngineOptions& options) : options_(options) {
@@ -30,6 +41,8 @@ Engine::Engine(const EngineOptions& options) : options_(options) {
     throw Error(ErrorCode::invalid_argument, "--cache-experts must be in (0%, 100%]");
   }
   if (options.gpu) require_gpu();  // before minutes of loading
+  // A bad profile fails before the model is loaded; its shape is checked once the layout is known.
+  if (!options.warm_profile.empty()) warm_profile_ = load_profile(options.warm_profile);
   io::OpenedReader opened = io::open_reader(options.model_path, options.io);
   reader_ = std::move(opened.reader);
   notices_ = std::move(opened.notices);
@@ -68,7 +81,7 @@ Engine::Engine(const EngineOptions& options) : options_(options) {
     load.load_routed_experts = true;
     model_ = std::make_unique<Model>(Model::load(*reader_, load));
   }
-  const bool streaming = stream && model_->config().n_expert > 0;
+  const bool streaming = stream && model_->config().n_expert > 0;  // `config` died with a reload
 
   if (streaming) {
     std::optional<ShardIndex> index;
@@ -93,6 +106,9 @@ Engine::Engine(const EngineOptions& options) : options_(options) {
   split_.scratch = session_->scratch_bytes();
   split_.budget = options.budget_bytes;
   if (!streaming) {
+    if (!options.warm_profile.empty()) {
+      notices_.push_back("--warm: every expert is in RAM already (nothing streams); the profile is not used");
+    }
     if (options.budget_bytes > 0 && split_.total() > options.budget_bytes) {
       throw budget_error(split_, options.budget_bytes, options.model_path);
     }
@@ -119,6 +135,11 @@ Engine::Engine(const EngineOptions& options) : options_(options) {
   copts.budget_bytes = arena_budget;
   copts.policy = options.policy;
   copts.policy_options = options.policy_options;
+  if (!options.warm_profile.empty()) {
+    cache::check_profile_matches(warm_profile_, layout.n_layer(), layout.n_expert, options.warm_profile);
+    warm_keys_ = cache::rank_by_use(warm_profile_);
+    if (copts.policy_options.profile == nullptr) copts.policy_options.profile = &warm_profile_;
+  }
   cache_ = std::make_unique<cache::ShardCache>(layout, *reader_, copts);
   streamed_->attach(*cache_);
   split_.expert_arena = cache_->plan().arena_bytes;
@@ -131,6 +152,11 @@ void Engine::attach_gpu() {
   gpu_ = make_gpu_tier(*model_, *tracked_, *pool_, session_->n_batch(),
                        cache_ ? cache_->arena_span() : std::span<std::byte>{}, options_.gpu_options);
   session_->set_matmul_offload(gpu_.get());
+}
+
+cache::WarmResult Engine::warm_up(const std::function<void(uint64_t, uint64_t)>& progress) {
+  if (!cache_ || warm_keys_.empty()) return {};
+  return cache::warm_start(*cache_, warm_keys_, progress);
 }
 
 Engine::~Engine() {

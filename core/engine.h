@@ -20,11 +20,13 @@
 // the CPU run's greedy tokens, not its bit-identical logits.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "cache/shard_cache.h"
+#include "cache/warm_start.h"
 #include "core/expert_source.h"
 #include "core/gpu_tier.h"
 #include "core/model.h"
@@ -52,6 +54,11 @@ struct EngineOptions {
   // --gpu: a VRAM tier above the RAM cache (core/gpu_tier.h); VRAM is not part of budget_bytes.
   bool gpu = false;
   GpuTierOptions gpu_options;
+  // Warm start (cache/warm_start.h): a profile file (`--profile-out`, `sluice tune
+  // --profile-out`). Loaded and checked against the model here; it also becomes the policy's
+  // profile when policy_options has none (hot-pin then pins its hottest shards). The preload
+  // itself runs in warm_up(), so the caller can show progress.
+  std::string warm_profile;
 };
 
 struct BudgetSplit {
@@ -83,6 +90,10 @@ class Engine {
   GpuTier* gpu() { return gpu_.get(); }                 // null without --gpu
   kernels::ThreadPool& pool() { return *pool_; }
   const BudgetSplit& budget() const { return split_; }
+  // Preloads the warm profile's most-used experts up to the arena's capacity (nothing when no
+  // profile was given or experts are in core). Call before the first token.
+  cache::WarmResult warm_up(const std::function<void(uint64_t, uint64_t)>& progress = {});
+  bool has_warm_profile() const { return !warm_keys_.empty(); }
   const std::vector<std::string>& notices() const { return notices_; }
   bool verifying() const { return verifying_; }
   // "budget 1.0 GiB = resident 412 MiB + KV 8 MiB + scratch 3 MiB + expert cache 601 MiB"
@@ -96,6 +107,8 @@ class Engine {
   std::unique_ptr<io::Reader> reader_;
   std::unique_ptr<kernels::ThreadPool> pool_;
   std::unique_ptr<Model> model_;
+  cache::ExpertProfile warm_profile_;  // outlives cache_: the policy may point at it
+  std::vector<cache::ShardKey> warm_keys_;
   std::unique_ptr<ExpertSource> experts_;
   CachedExpertSource* streamed_ = nullptr;  // experts_ when streaming
   std::unique_ptr<TrackedExpertSource> tracked_;  // over experts_ with --gpu

@@ -19,6 +19,8 @@
 #include "io/bandwidth_probe.h"
 #include "io/pread_reader.h"
 #include "tools/commands.h"
+#include "tools/progress_bar.h"
+#include "tools/routing_outputs.h"
 
 namespace sluice::tools {
 
@@ -46,6 +48,10 @@ nlohmann::json to_json(const core::BenchResult& r) {
           {"decode_tok_s", r.decode_tok_s},
           {"decode_first8_tok_s", r.decode_first8_tok_s},
           {"hit_rate", r.hit_rate},
+          {"hit_rate_first8", r.hit_rate_first8},
+          {"hit_rate_steady", r.hit_rate_steady},
+          {"read_bytes_per_token_first8", r.read_bytes_per_token_first8},
+          {"read_bytes_per_token_steady", r.read_bytes_per_token_steady},
           {"read_bytes_per_token", r.read_bytes_per_token},
           {"disk_gbps_achieved", r.disk_gbps_achieved},
           {"disk_gbps_raw", r.disk_gbps_raw},
@@ -55,6 +61,9 @@ nlohmann::json to_json(const core::BenchResult& r) {
           {"peak_rss_bytes", r.peak_rss_bytes},
           {"page_cache_growth_bytes", r.page_cache_growth_bytes},
           {"evictions", r.evictions},
+          {"warm_shards", r.warm_shards},
+          {"warm_bytes", r.warm_bytes},
+          {"warm_seconds", r.warm_seconds},
           {"io_backend", r.io_backend},
           {"budget_split", r.budget_split},
           {"gpu", r.gpu},
@@ -144,6 +153,7 @@ int cmd_bench_model(int argc, char** argv) {
       ("json", "print JSON (an object per run; an array for a sweep)")
       ("plot", "write an SVG of tok/s and hit rate vs budget", cxxopts::value<std::string>())
       ("h,help", "show this help");
+  add_routing_options(options);
   auto args = options.parse(argc, argv);
   if (args.count("help")) {
     std::cout << options.help();
@@ -174,6 +184,9 @@ int cmd_bench_model(int argc, char** argv) {
   base.engine.gpu_options.policy = args["vram-policy"].as<std::string>();
   core::VramExpertCache::parse_policy(base.engine.gpu_options.policy);
   if (base.engine.gpu) core::require_gpu();  // before probing the disk
+  RoutingOutputs routing(args, path);
+  base.engine.warm_profile = routing.warm_profile();
+  base.recorder = routing.recorder();
   if (base.engine.session.n_batch < 1) throw Error(ErrorCode::invalid_argument, "-b must be at least 1");
 
   uint64_t file_bytes = 0, shard_bytes = 0;
@@ -229,13 +242,18 @@ int cmd_bench_model(int argc, char** argv) {
   std::vector<core::BenchResult> results;
   for (auto& o : runs) {
     o.disk_gbps_raw = disk_raw;
+    ProgressBar bar("warm start");
+    o.warm_progress = [&](uint64_t done, uint64_t total) { bar.update(done, total); };
     results.push_back(core::run_bench(o));
+    bar.finish();
     const auto& r = results.back();
     if (!json) {
       std::fprintf(stderr, "%s\n", r.budget_split.c_str());
       if (r.gpu) std::fprintf(stderr, "%s\n", r.gpu_tier.c_str());
+      if (r.warm_shards) std::fprintf(stderr, "%s\n", describe_warm(r.warm_shards, r.warm_bytes, r.warm_seconds).c_str());
     }
   }
+  routing.write("bench");
 
   if (json) {
     if (results.size() == 1) {

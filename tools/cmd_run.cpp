@@ -21,6 +21,8 @@
 #include "core/tokenizer.h"
 #include "kernels/thread_pool.h"
 #include "tools/commands.h"
+#include "tools/progress_bar.h"
+#include "tools/routing_outputs.h"
 #include "tools/run_kimi_k3.h"
 
 namespace sluice::tools {
@@ -150,6 +152,7 @@ int cmd_run(int argc, char** argv) {
       ("stats", "print a line per token (time, hits/misses, MB read, IO wait) and a summary")
       ("logits-out", "write f32 logits [n_prompt + n_generated][n_vocab] (LE) to FILE", cxxopts::value<std::string>())
       ("h,help", "show this help");
+  add_routing_options(options);
   auto args = options.parse(argc, argv);
   if (args.count("help")) {
     std::cout << options.help();
@@ -168,9 +171,12 @@ int cmd_run(int argc, char** argv) {
   const bool gpu = args.count("gpu") > 0;
   if (!gpu && (args.count("vram") || args.count("vram-policy")))
     throw Error(ErrorCode::invalid_argument, "--vram and --vram-policy need --gpu");
-  if (gpu && is_kimi_k3_file(args["model"].as<std::string>()))
-    throw Error(ErrorCode::unsupported, "--gpu is not supported for kimi-k3 models yet; run them without --gpu");
-  if (is_kimi_k3_file(args["model"].as<std::string>())) return run_kimi_k3(args);  // hybrid KDA/MLA
+  if (is_kimi_k3_file(args["model"].as<std::string>())) {  // hybrid KDA/MLA
+    if (gpu) throw Error(ErrorCode::unsupported, "--gpu is not supported for kimi-k3 models yet; run them without --gpu");
+    if (args.count("trace-out") || args.count("profile-out") || args.count("warm"))
+      throw Error(ErrorCode::unsupported, "--trace-out, --profile-out and --warm are not built for Kimi K3 files yet");
+    return run_kimi_k3(args);
+  }
 
   const std::string verify = args["verify"].as<std::string>();
   if (verify != "on" && verify != "off")
@@ -208,6 +214,8 @@ int cmd_run(int argc, char** argv) {
   if (eo.in_core && (eo.budget_bytes || eo.cache_experts > 0))
     throw Error(ErrorCode::invalid_argument, "--in-core loads every expert; it cannot be combined with --budget or --cache-experts");
 
+  RoutingOutputs routing(args, model_path);
+  eo.warm_profile = routing.warm_profile();
   const auto t_load = Clock::now();
   core::Engine engine(eo);
   for (const auto& notice : engine.notices()) std::fprintf(stderr, "sluice run: %s\n", notice.c_str());
@@ -237,6 +245,16 @@ int cmd_run(int argc, char** argv) {
                                                  " tokens is longer than the context of " + std::to_string(n_ctx) +
                                                  " tokens (raise -c)");
   const int64_t n_batch = session.n_batch();
+  if (routing.recorder()) {
+    routing.recorder()->begin_sequence(cfg, n_ctx);
+    session.set_routing_observer(routing.recorder());
+  }
+  if (engine.has_warm_profile()) {
+    ProgressBar bar("warm start");
+    auto warm = engine.warm_up([&](uint64_t done, uint64_t total) { bar.update(done, total); });
+    bar.finish();
+    std::fprintf(stderr, "sluice run: %s\n", describe_warm(warm.shards, warm.bytes, warm.seconds).c_str());
+  }
   StatsPrinter stats(engine, args.count("stats") > 0);
   core::Sampler sampler({.temperature = args["temp"].as<float>(),
                          .top_k = args["top-k"].as<int>(),
@@ -308,6 +326,7 @@ int cmd_run(int argc, char** argv) {
                prompt.size(), prompt_s, prompt.size() / std::max(prompt_s, 1e-9), generated, gen_s,
                generated / std::max(gen_s, 1e-9));
   stats.summary(gen_s);
+  routing.write("run");
   return 0;
 }
 
