@@ -47,6 +47,7 @@ struct BenchResult {
   uint64_t evictions = 0;
   std::string budget_split;  // Engine::describe_budget()
   std::string io_backend;
+  std::string fault_report;  // Engine::describe_faults(): empty without --io-faults
 };
 
 BenchResult run_bench(const BenchOptions& options);

@@ -29,15 +29,26 @@ Engine::Engine(const EngineOptions& options) : options_(options) {
   if (options.cache_experts < 0 || options.cache_experts > 1) {
     throw Error(ErrorCode::invalid_argument, "--cache-experts must be in (0%, 100%]");
   }
-  io::OpenedReader opened = io::open_reader(options.model_path, options.io);
+  io::IoOptions io_options = options.io;
+  if (options.faults && options.faults->fail_uring_setup) io_options.simulate_uring_failure = true;
+  io::OpenedReader opened = io::open_reader(options.model_path, io_options);
   reader_ = std::move(opened.reader);
   notices_ = std::move(opened.notices);
+  plain_reader_ = reader_.get();
+  if (options.faults && options.faults->injects_reads()) {
+    auto faulty = std::make_unique<io::FaultInjectingReader>(std::move(reader_), *options.faults);
+    faulty_ = faulty.get();
+    reader_ = std::move(faulty);
+    notices_.push_back("--io-faults: injecting faults into expert shard reads (seed " +
+                       std::to_string(options.faults->seed) + ")");
+  }
+  io::Reader& plain = *plain_reader_;
   pool_ = std::make_unique<kernels::ThreadPool>(std::max(1u, options.threads));
 
   // Reserve before reading: check the resident part against the budget from the tensor
   // directory alone, before any weight is loaded.
   {
-    GgufFile file = GgufFile::parse(*reader_);
+    GgufFile file = GgufFile::parse(plain);
     ModelSummary summary = summarize(file);
     split_.routed_expert_bytes = summary.routed_expert_bytes;
     if (options.budget_bytes > 0 && summary.resident_bytes > options.budget_bytes) {
@@ -59,19 +70,19 @@ Engine::Engine(const EngineOptions& options) : options_(options) {
     notices_.push_back("--widen-f16: experts are widened and held in RAM (no streaming)");
   }
   load.load_routed_experts = !stream;
-  model_ = std::make_unique<Model>(Model::load(*reader_, load));
+  model_ = std::make_unique<Model>(Model::load(plain, load));
   const ModelConfig& config = model_->config();
   if (stream && config.n_expert == 0) {
     // A dense model has nothing to stream; run it in core.
     model_.reset();
     load.load_routed_experts = true;
-    model_ = std::make_unique<Model>(Model::load(*reader_, load));
+    model_ = std::make_unique<Model>(Model::load(plain, load));
   }
   const bool streaming = stream && config.n_expert > 0;
 
   if (streaming) {
     std::optional<ShardIndex> index;
-    if (options.verify) index = ShardIndex::load(options.model_path, model_->gguf(), *reader_);
+    if (options.verify) index = ShardIndex::load(options.model_path, model_->gguf(), plain);
     verifying_ = index.has_value();
     auto source = std::make_unique<CachedExpertSource>(
         model_->gguf(), model_->config(), build_shard_layout(model_->gguf(), model_->config(), index ? &*index : nullptr));
@@ -123,6 +134,24 @@ Engine::~Engine() {
   session_.reset();
   experts_.reset();
   cache_.reset();
+}
+
+std::optional<io::FaultCounts> Engine::fault_counts() const {
+  if (!faulty_) return std::nullopt;
+  return faulty_->counts();
+}
+
+uint64_t Engine::shard_rereads() const { return streamed_ ? streamed_->rereads() : 0; }
+
+std::string Engine::describe_faults() const {
+  if (!faulty_) return {};
+  const io::FaultCounts c = faulty_->counts();
+  const uint64_t detected = cache_ ? cache_->stats().total.corrupt_extents : 0;
+  auto n = [](uint64_t v) { return std::to_string(v); };
+  return "io faults injected: short reads " + n(c.short_reads) + ", EAGAIN " + n(c.eagains) + ", delayed " +
+         n(c.delays) + ", transient EIO " + n(c.transient_eios) + ", persistent EIO " + n(c.persistent_eios) +
+         ", bit flips " + n(c.bit_flips) + "; corrupt extents detected " + n(detected) + ", shards re-read " +
+         n(shard_rereads());
 }
 
 std::string Engine::describe_budget() const {

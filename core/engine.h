@@ -16,6 +16,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,7 @@
 #include "core/model.h"
 #include "core/session.h"
 #include "core/streamed_experts.h"
+#include "io/fault_reader.h"
 #include "io/open_reader.h"
 #include "kernels/thread_pool.h"
 
@@ -42,6 +44,10 @@ struct EngineOptions {
   // Verify every landed shard against the model's shard index (sluice index) when one exists.
   bool verify = true;
   cache::PolicyOptions policy_options;
+  // Debugging and tests (--io-faults): shard reads go through an io::FaultInjectingReader. The
+  // model's resident tensors and header load through the plain reader; only streamed expert
+  // shards, the data the checksums and the re-read guard, see the faults.
+  std::optional<io::FaultOptions> faults;
 };
 
 struct BudgetSplit {
@@ -68,12 +74,19 @@ class Engine {
     return session_->forward(tokens, start_pos, all_logits);
   }
   const Model& model() const { return *model_; }
-  io::Reader& reader() { return *reader_; }
+  io::Reader& reader() { return *reader_; }  // the one shards are read through
+  // What --io-faults injected so far; nullopt without it.
+  std::optional<io::FaultCounts> fault_counts() const;
+  // Shards read a second time after a failed or corrupt landing (CachedExpertSource).
+  uint64_t shard_rereads() const;
   cache::ShardCache* cache() { return cache_.get(); }  // null when in-core
   kernels::ThreadPool& pool() { return *pool_; }
   const BudgetSplit& budget() const { return split_; }
   const std::vector<std::string>& notices() const { return notices_; }
   bool verifying() const { return verifying_; }
+  // With --io-faults: "io faults injected: ...; corrupt extents detected N, shards re-read N";
+  // empty otherwise. Names are stable (tests parse them).
+  std::string describe_faults() const;
   // "budget 1.0 GiB = resident 412 MiB + KV 8 MiB + scratch 3 MiB + expert cache 601 MiB"
   std::string describe_budget() const;
 
@@ -81,6 +94,8 @@ class Engine {
   EngineOptions options_;
   std::vector<std::string> notices_;
   std::unique_ptr<io::Reader> reader_;
+  io::Reader* plain_reader_ = nullptr;              // reader_, or the one inside faulty_
+  io::FaultInjectingReader* faulty_ = nullptr;      // reader_ when --io-faults is set
   std::unique_ptr<kernels::ThreadPool> pool_;
   std::unique_ptr<Model> model_;
   std::unique_ptr<ExpertSource> experts_;

@@ -16,6 +16,7 @@
 #include "core/model_summary.h"
 #include "io/bandwidth_probe.h"
 #include "io/pread_reader.h"
+#include "io/fault_reader.h"
 #include "tools/commands.h"
 
 namespace sluice::tools {
@@ -117,6 +118,8 @@ int cmd_bench_model(int argc, char** argv) {
       ("t,threads", "worker threads", cxxopts::value<unsigned>()->default_value("2"))
       ("io", "IO backend: auto, uring or pread", cxxopts::value<std::string>()->default_value("auto"))
       ("policy", "expert cache eviction policy", cxxopts::value<std::string>()->default_value("lru"))
+      ("verify", "check shards against the model's index (sluice index): on or off", cxxopts::value<std::string>()->default_value("on"))
+      ("io-faults", "testing: inject IO faults into expert shard reads (see sluice run --help)", cxxopts::value<std::string>())
       ("cold", "evict the model file from the page cache before each run")
       ("drop-caches", "as root, also drop all clean page cache (echo 1 > /proc/sys/vm/drop_caches)")
       ("probe-seconds", "seconds per queue depth when measuring raw disk bandwidth", cxxopts::value<double>()->default_value("1"))
@@ -138,6 +141,11 @@ int cmd_bench_model(int argc, char** argv) {
   base.engine.threads = args["threads"].as<unsigned>();
   base.engine.io.kind = io::parse_io_kind(args["io"].as<std::string>());
   base.engine.policy = args["policy"].as<std::string>();
+  const std::string verify = args["verify"].as<std::string>();
+  if (verify != "on" && verify != "off")
+    throw Error(ErrorCode::invalid_argument, "--verify '" + verify + "' must be on or off");
+  base.engine.verify = verify == "on";
+  if (args.count("io-faults")) base.engine.faults = io::parse_fault_options(args["io-faults"].as<std::string>());
   base.engine.session.n_batch = args["batch-size"].as<int64_t>();
   base.engine.session.kv_type = GgmlType::F16;
   base.n_prompt = args["n-prompt"].as<int>();
@@ -204,6 +212,7 @@ int cmd_bench_model(int argc, char** argv) {
     if (!json) {
       std::fprintf(stderr, "%s\n", r.budget_split.c_str());
     }
+    if (!r.fault_report.empty()) std::fprintf(stderr, "sluice bench: %s\n", r.fault_report.c_str());
   }
 
   if (json) {

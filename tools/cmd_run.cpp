@@ -18,6 +18,7 @@
 #include "core/sampler.h"
 #include "core/session.h"
 #include "core/tokenizer.h"
+#include "io/fault_reader.h"
 #include "kernels/thread_pool.h"
 #include "tools/commands.h"
 #include "tools/run_kimi_k3.h"
@@ -127,6 +128,7 @@ int cmd_run(int argc, char** argv) {
       ("io", "IO backend: auto, uring or pread", cxxopts::value<std::string>()->default_value("auto"))
       ("policy", "expert cache eviction policy (lru, lfu, lru-quota, freq, hot-pin, predict)", cxxopts::value<std::string>()->default_value("lru"))
       ("verify", "check shards against the model's index (sluice index): on or off", cxxopts::value<std::string>()->default_value("on"))
+      ("io-faults", "testing: inject IO faults into expert shard reads, e.g. seed=7,short=0.1,eagain=0.1,delay=0.2,eio=0.05,flip=0.01,fail_at=OFFSET,uring_fail=1", cxxopts::value<std::string>())
       ("stats", "print a line per token (time, hits/misses, MB read, IO wait) and a summary")
       ("logits-out", "write f32 logits [n_prompt + n_generated][n_vocab] (LE) to FILE", cxxopts::value<std::string>())
       ("h,help", "show this help");
@@ -159,6 +161,7 @@ int cmd_run(int argc, char** argv) {
   eo.io.kind = io::parse_io_kind(args["io"].as<std::string>());
   eo.policy = args["policy"].as<std::string>();
   eo.verify = verify == "on";
+  if (args.count("io-faults")) eo.faults = io::parse_fault_options(args["io-faults"].as<std::string>());
   eo.session.n_ctx = args["ctx-size"].as<int64_t>();
   eo.session.n_batch = std::max<int64_t>(1, args["batch-size"].as<int64_t>());
   if (eo.session.n_ctx > 0) eo.session.n_batch = std::min(eo.session.n_batch, eo.session.n_ctx);
@@ -274,6 +277,8 @@ int cmd_run(int argc, char** argv) {
                prompt.size(), prompt_s, prompt.size() / std::max(prompt_s, 1e-9), generated, gen_s,
                generated / std::max(gen_s, 1e-9));
   stats.summary(gen_s);
+  if (const std::string faults = engine.describe_faults(); !faults.empty())
+    std::fprintf(stderr, "sluice run: %s\n", faults.c_str());
   return 0;
 }
 

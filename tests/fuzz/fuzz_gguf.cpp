@@ -7,6 +7,7 @@
 
 #include "common/error.h"
 #include "core/gguf.h"
+#include "core/model_config.h"
 #include "core/model_summary.h"
 #include "io/reader.h"
 
@@ -42,6 +43,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {
     sluice::core::GgufFile file = sluice::core::GgufFile::parse(reader);
     sluice::core::summarize(file);
+    // The semantic checks a load runs before allocating anything (hyperparameters, shapes).
+    sluice::core::ModelConfig config = sluice::core::ModelConfig::from_gguf(file);
+    sluice::core::check_tensors(config, file);
   } catch (const sluice::Error&) {
   }
   return 0;
