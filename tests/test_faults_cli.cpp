@@ -102,11 +102,16 @@ TEST_CASE("sluice run with a persistent read error fails with one line naming te
   fs::path logits = sluice::test::temp_dir("faults_cli_persistent") / "logits.f32";
   auto r = run_sluice(run_args(logits.string()) + " --io pread --io-faults seed=5,eio_always=1");
   CHECK(r.exit_code == 1);
-  CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
-  CHECK(r.err.find("tensor 'blk.") != std::string::npos);
-  CHECK(r.err.find(" expert ") != std::string::npos);
-  CHECK(r.err.find("slice at offset ") != std::string::npos);
-  CHECK(r.err.find("failed again after one re-read") != std::string::npos);
+  // The load lines come first; the failure is the one error line, and the last.
+  const size_t at = r.err.find("sluice run: error: ");
+  REQUIRE_MESSAGE(at != std::string::npos, r.err);
+  const std::string line = r.err.substr(at);
+  CHECK(std::count(line.begin(), line.end(), '\n') == 1);
+  CHECK(line.find("tensor 'blk.") != std::string::npos);
+  CHECK(line.find(" expert ") != std::string::npos);
+  CHECK(line.find("slice at offset ") != std::string::npos);
+  CHECK(line.find("Input/output error") != std::string::npos);
+  CHECK(line.find("failed again after one re-read") != std::string::npos);
 }
 
 TEST_CASE("sluice run detects every injected bit flip and still prints the clean logits") {

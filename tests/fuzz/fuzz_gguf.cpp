@@ -49,7 +49,13 @@ class MemoryReader final : public sluice::io::Reader {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   MemoryReader reader(data, size);
   try {
-    sluice::core::GgufFile file = sluice::core::GgufFile::parse(reader);
+    // Tighter than the defaults (64 MiB strings, 2 GiB headers): an odd-length input's zero tail
+    // would otherwise let one mutated length field cost seconds of copying (found as a timeout,
+    // tests/fuzz/regressions/timeout-huge-key). test_gguf.cpp covers the default limits.
+    sluice::core::GgufLimits limits;
+    limits.max_string_bytes = 1u << 16;
+    limits.max_header_bytes = 4u << 20;
+    sluice::core::GgufFile file = sluice::core::GgufFile::parse(reader, limits);
     sluice::core::summarize(file);
     // The semantic checks a load runs before allocating anything (hyperparameters, shapes).
     sluice::core::ModelConfig config = sluice::core::ModelConfig::from_gguf(file);
