@@ -71,14 +71,14 @@ Engine::Engine(const EngineOptions& options) : options_(options) {
   }
   load.load_routed_experts = !stream;
   model_ = std::make_unique<Model>(Model::load(plain, load));
-  const ModelConfig& config = model_->config();
-  if (stream && config.n_expert == 0) {
-    // A dense model has nothing to stream; run it in core.
+  if (stream && model_->config().n_expert == 0) {
+    // A dense model has nothing to stream; run it in core. (Read the config only after this:
+    // a reference taken before the reload would dangle.)
     model_.reset();
     load.load_routed_experts = true;
     model_ = std::make_unique<Model>(Model::load(plain, load));
   }
-  const bool streaming = stream && config.n_expert > 0;
+  const bool streaming = stream && model_->config().n_expert > 0;
 
   if (streaming) {
     std::optional<ShardIndex> index;
