@@ -47,8 +47,10 @@ Engine::Engine(const EngineOptions& options) : options_(options) {
 
   // Reserve before reading: check the resident part against the budget from the tensor
   // directory alone, before any weight is loaded.
+  std::optional<ShardIndex> index;
   {
     GgufFile file = GgufFile::parse(plain);
+    if (options.verify) index = ShardIndex::load(options.model_path, file, plain);
     ModelSummary summary = summarize(file);
     split_.routed_expert_bytes = summary.routed_expert_bytes;
     if (options.budget_bytes > 0 && summary.resident_bytes > options.budget_bytes) {
@@ -70,6 +72,18 @@ Engine::Engine(const EngineOptions& options) : options_(options) {
     notices_.push_back("--widen-f16: experts are widened and held in RAM (no streaming)");
   }
   load.load_routed_experts = !stream;
+  if (index) {
+    // Resident tensors (and in-core experts) are checked as they land, like streamed shards.
+    load.check_tensor = [&index](const GgufTensorInfo& t, std::span<const std::byte> bytes) {
+      const IndexedTensor* it = index->find(t.name);
+      if (!it || it->file_offset != t.file_offset || it->bytes != bytes.size() || it->n_parts == 0) return true;
+      const uint64_t part = it->part_bytes();
+      for (uint32_t p = 0; p < it->n_parts; ++p) {
+        if (!index->verify(t.name, p, bytes.subspan(p * part, part))) return false;
+      }
+      return true;
+    };
+  }
   model_ = std::make_unique<Model>(Model::load(plain, load));
   if (stream && model_->config().n_expert == 0) {
     // A dense model has nothing to stream; run it in core. (Read the config only after this:
@@ -81,8 +95,6 @@ Engine::Engine(const EngineOptions& options) : options_(options) {
   const bool streaming = stream && model_->config().n_expert > 0;
 
   if (streaming) {
-    std::optional<ShardIndex> index;
-    if (options.verify) index = ShardIndex::load(options.model_path, model_->gguf(), plain);
     verifying_ = index.has_value();
     auto source = std::make_unique<CachedExpertSource>(
         model_->gguf(), model_->config(), build_shard_layout(model_->gguf(), model_->config(), index ? &*index : nullptr));

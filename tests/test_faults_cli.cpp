@@ -5,11 +5,17 @@
 // assertions would fail there: corrupted bytes reach the kernels and the logits change.
 #include <doctest/doctest.h>
 
+#include <fcntl.h>
+#include <sys/stat.h>
+
 #include <algorithm>
+#include <fstream>
 #include <filesystem>
 #include <regex>
 #include <string>
 
+#include "core/gguf.h"
+#include "io/pread_reader.h"
 #include "tests/test_support.h"
 
 namespace fs = std::filesystem;
@@ -147,4 +153,41 @@ TEST_CASE("sluice run rejects a malformed --io-faults spec with one line") {
   CHECK(r.exit_code == 1);
   CHECK(r.err.find("--io-faults") != std::string::npos);
   CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+}
+
+TEST_CASE("sluice run refuses a resident tensor whose bytes no longer match the index") {
+  // Flip one bit of a resident tensor after indexing, keeping size, mtime and header: the index
+  // still looks current, so only the landing check can notice.
+  fs::path dir = sluice::test::temp_dir("faults_cli_resident");
+  fs::path model = dir / "m.gguf";
+  fs::copy_file(indexed_model(), model);
+  fs::copy_file(fs::path(indexed_model().string() + ".sluice-index"), fs::path(model.string() + ".sluice-index"));
+  struct stat st{};
+  REQUIRE(::stat(indexed_model().c_str(), &st) == 0);
+  uint64_t offset = 0;
+  {
+    sluice::io::PreadReader reader(model.string());
+    auto file = sluice::core::GgufFile::parse(reader);
+    const auto& t = file.tensor("blk.0.attn_norm.weight");
+    offset = t.file_offset + t.n_bytes / 2;
+  }
+  {
+    std::fstream f(model, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(static_cast<std::streamoff>(offset));
+    char c = 0;
+    f.read(&c, 1);
+    c = static_cast<char>(c ^ 0x04);
+    f.seekp(static_cast<std::streamoff>(offset));
+    f.write(&c, 1);
+  }
+  const struct timespec times[2] = {st.st_atim, st.st_mtim};
+  REQUIRE(::utimensat(AT_FDCWD, model.c_str(), times, 0) == 0);
+  const std::string args = "run -m '" + model.string() + "' -p hi -n 2 -c 64 -b 32 --budget 5.5M";
+  auto r = run_sluice(args);
+  CHECK(r.exit_code == 1);
+  CHECK_MESSAGE(r.err.find("tensor 'blk.0.attn_norm.weight'") != std::string::npos, r.err);
+  CHECK(r.err.find("after one re-read") != std::string::npos);
+  CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+  auto unchecked = run_sluice(args + " --verify off");  // the corruption is what stopped it
+  CHECK_MESSAGE(unchecked.exit_code == 0, unchecked.err);
 }
