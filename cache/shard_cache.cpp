@@ -19,6 +19,7 @@ void CacheCounters::add(const CacheCounters& o) {
   read_ns_max = std::max(read_ns_max, o.read_ns_max);
   io_wait_ns += o.io_wait_ns;
   prefetches += o.prefetches;
+  corrupt_extents += o.corrupt_extents;
 }
 
 // ---- Pin ----

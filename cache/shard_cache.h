@@ -80,6 +80,7 @@ struct CacheCounters {
   uint64_t read_ns_max = 0;
   uint64_t io_wait_ns = 0;     // time callers spent blocked in wait / wait_any
   uint64_t prefetches = 0;
+  uint64_t corrupt_extents = 0;  // landed extents whose XXH3-64 differed from the index
   void add(const CacheCounters& o);
   double hit_rate() const { return hits + misses ? static_cast<double>(hits) / (hits + misses) : 0.0; }
 };

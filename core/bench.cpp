@@ -150,6 +150,7 @@ BenchResult run_bench(const BenchOptions& options) {
   double decode_s = since(t_decode);
   r.decode_first8_tok_s = 8 / first8_s;
   r.decode_tok_s = (options.n_gen - 8) / (decode_s - first8_s);
+  r.fault_report = engine.describe_faults();
 
   if (engine.cache()) {
     cache::CacheCounters d = engine.cache()->stats().total;

@@ -70,6 +70,7 @@ struct BenchResult {
   uint64_t gpu_experts_copied = 0, gpu_copy_bytes = 0, gpu_cpu_fallbacks = 0;
   uint64_t gpu_upload_bytes = 0, gpu_evictions = 0;
   double gpu_h2d_gbps = 0, gpu_cpu_matvec_gbps = 0;
+  std::string fault_report;  // Engine::describe_faults(): empty without --io-faults
 };
 
 BenchResult run_bench(const BenchOptions& options);

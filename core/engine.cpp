@@ -43,15 +43,28 @@ Engine::Engine(const EngineOptions& options) : options_(options) {
   if (options.gpu) require_gpu();  // before minutes of loading
   // A bad profile fails before the model is loaded; its shape is checked once the layout is known.
   if (!options.warm_profile.empty()) warm_profile_ = load_profile(options.warm_profile);
-  io::OpenedReader opened = io::open_reader(options.model_path, options.io);
+  io::IoOptions io_options = options.io;
+  if (options.faults && options.faults->fail_uring_setup) io_options.simulate_uring_failure = true;
+  io::OpenedReader opened = io::open_reader(options.model_path, io_options);
   reader_ = std::move(opened.reader);
   notices_ = std::move(opened.notices);
+  plain_reader_ = reader_.get();
+  if (options.faults && options.faults->injects_reads()) {
+    auto faulty = std::make_unique<io::FaultInjectingReader>(std::move(reader_), *options.faults);
+    faulty_ = faulty.get();
+    reader_ = std::move(faulty);
+    notices_.push_back("--io-faults: injecting faults into expert shard reads (seed " +
+                       std::to_string(options.faults->seed) + ")");
+  }
+  io::Reader& plain = *plain_reader_;
   pool_ = std::make_unique<kernels::ThreadPool>(std::max(1u, options.threads));
 
   // Reserve before reading: check the resident part against the budget from the tensor
   // directory alone, before any weight is loaded.
+  std::optional<ShardIndex> index;
   {
-    GgufFile file = GgufFile::parse(*reader_);
+    GgufFile file = GgufFile::parse(plain);
+    if (options.verify) index = ShardIndex::load(options.model_path, file, plain);
     ModelSummary summary = summarize(file);
     split_.routed_expert_bytes = summary.routed_expert_bytes;
     if (options.budget_bytes > 0 && summary.resident_bytes > options.budget_bytes) {
@@ -73,19 +86,29 @@ Engine::Engine(const EngineOptions& options) : options_(options) {
     notices_.push_back("--widen-f16: experts are widened and held in RAM (no streaming)");
   }
   load.load_routed_experts = !stream;
-  model_ = std::make_unique<Model>(Model::load(*reader_, load));
+  if (index) {
+    // Resident tensors (and in-core experts) are checked as they land, like streamed shards.
+    load.check_tensor = [&index](const GgufTensorInfo& t, std::span<const std::byte> bytes) {
+      const IndexedTensor* it = index->find(t.name);
+      if (!it || it->file_offset != t.file_offset || it->bytes != bytes.size() || it->n_parts == 0) return true;
+      const uint64_t part = it->part_bytes();
+      for (uint32_t p = 0; p < it->n_parts; ++p) {
+        if (!index->verify(t.name, p, bytes.subspan(p * part, part))) return false;
+      }
+      return true;
+    };
+  }
+  model_ = std::make_unique<Model>(Model::load(plain, load));
   if (stream && model_->config().n_expert == 0) {
-    // A dense model has nothing to stream; run it in core (model_ is replaced: no reference to
-    // the first one's config may outlive this).
+    // A dense model has nothing to stream; run it in core. (Read the config only after this:
+    // a reference taken before the reload would dangle.)
     model_.reset();
     load.load_routed_experts = true;
-    model_ = std::make_unique<Model>(Model::load(*reader_, load));
+    model_ = std::make_unique<Model>(Model::load(plain, load));
   }
   const bool streaming = stream && model_->config().n_expert > 0;  // `config` died with a reload
 
   if (streaming) {
-    std::optional<ShardIndex> index;
-    if (options.verify) index = ShardIndex::load(options.model_path, model_->gguf(), *reader_);
     verifying_ = index.has_value();
     auto source = std::make_unique<CachedExpertSource>(
         model_->gguf(), model_->config(), build_shard_layout(model_->gguf(), model_->config(), index ? &*index : nullptr));
@@ -166,6 +189,24 @@ Engine::~Engine() {
   tracked_.reset();
   experts_.reset();
   cache_.reset();
+}
+
+std::optional<io::FaultCounts> Engine::fault_counts() const {
+  if (!faulty_) return std::nullopt;
+  return faulty_->counts();
+}
+
+uint64_t Engine::shard_rereads() const { return streamed_ ? streamed_->rereads() : 0; }
+
+std::string Engine::describe_faults() const {
+  if (!faulty_) return {};
+  const io::FaultCounts c = faulty_->counts();
+  const uint64_t detected = cache_ ? cache_->stats().total.corrupt_extents : 0;
+  auto n = [](uint64_t v) { return std::to_string(v); };
+  return "io faults injected: short reads " + n(c.short_reads) + ", EAGAIN " + n(c.eagains) + ", delayed " +
+         n(c.delays) + ", transient EIO " + n(c.transient_eios) + ", persistent EIO " + n(c.persistent_eios) +
+         ", bit flips " + n(c.bit_flips) + "; corrupt extents detected " + n(detected) + ", shards re-read " +
+         n(shard_rereads());
 }
 
 std::string Engine::describe_budget() const {

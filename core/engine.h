@@ -22,6 +22,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -33,6 +34,7 @@
 #include "core/session.h"
 #include "core/streamed_experts.h"
 #include "core/tracked_expert_source.h"
+#include "io/fault_reader.h"
 #include "io/open_reader.h"
 #include "kernels/thread_pool.h"
 
@@ -59,6 +61,10 @@ struct EngineOptions {
   // profile when policy_options has none (hot-pin then pins its hottest shards). The preload
   // itself runs in warm_up(), so the caller can show progress.
   std::string warm_profile;
+  // Debugging and tests (--io-faults): shard reads go through an io::FaultInjectingReader. The
+  // model's resident tensors and header load through the plain reader; only streamed expert
+  // shards, the data the checksums and the re-read guard, see the faults.
+  std::optional<io::FaultOptions> faults;
 };
 
 struct BudgetSplit {
@@ -85,7 +91,11 @@ class Engine {
     return session_->forward(tokens, start_pos, all_logits);
   }
   const Model& model() const { return *model_; }
-  io::Reader& reader() { return *reader_; }
+  io::Reader& reader() { return *reader_; }  // the one shards are read through
+  // What --io-faults injected so far; nullopt without it.
+  std::optional<io::FaultCounts> fault_counts() const;
+  // Shards read a second time after a failed or corrupt landing (CachedExpertSource).
+  uint64_t shard_rereads() const;
   cache::ShardCache* cache() { return cache_.get(); }  // null when in-core
   GpuTier* gpu() { return gpu_.get(); }                 // null without --gpu
   kernels::ThreadPool& pool() { return *pool_; }
@@ -96,6 +106,9 @@ class Engine {
   bool has_warm_profile() const { return !warm_keys_.empty(); }
   const std::vector<std::string>& notices() const { return notices_; }
   bool verifying() const { return verifying_; }
+  // With --io-faults: "io faults injected: ...; corrupt extents detected N, shards re-read N";
+  // empty otherwise. Names are stable (tests parse them).
+  std::string describe_faults() const;
   // "budget 1.0 GiB = resident 412 MiB + KV 8 MiB + scratch 3 MiB + expert cache 601 MiB"
   std::string describe_budget() const;
 
@@ -105,6 +118,8 @@ class Engine {
   EngineOptions options_;
   std::vector<std::string> notices_;
   std::unique_ptr<io::Reader> reader_;
+  io::Reader* plain_reader_ = nullptr;              // reader_, or the one inside faulty_
+  io::FaultInjectingReader* faulty_ = nullptr;      // reader_ when --io-faults is set
   std::unique_ptr<kernels::ThreadPool> pool_;
   std::unique_ptr<Model> model_;
   cache::ExpertProfile warm_profile_;  // outlives cache_: the policy may point at it

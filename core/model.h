@@ -18,6 +18,8 @@
 #pragma once
 
 #include <array>
+#include <functional>
+#include <span>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -65,6 +67,10 @@ struct LayerWeights {
 struct LoadOptions {
   bool widen_f16_to_f32 = false;
   bool load_routed_experts = true;
+  // Optional: sees each tensor's file bytes as read, before any conversion. When it returns
+  // false the tensor is read once more; a second false is Error(corrupt_data) naming the tensor
+  // and its offset. The engine checks resident tensors against the shard index with it.
+  std::function<bool(const GgufTensorInfo&, std::span<const std::byte>)> check_tensor = nullptr;
 };
 
 class Model {

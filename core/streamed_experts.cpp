@@ -119,7 +119,22 @@ cache::ShardCache::Pin& CachedExpertSource::pin_for(int layer, int expert) {
 
 ExpertWeights CachedExpertSource::acquire(int layer, int expert) {
   cache::ShardCache::Pin& pin = pin_for(layer, expert);
-  cache().wait(pin);
+  try {
+    cache().wait(pin);
+  } catch (const Error& e) {
+    if (e.code() != ErrorCode::io_error && e.code() != ErrorCode::corrupt_data) throw;
+    // Releasing the last pin drops the failed shard from the table, so acquire reads it anew.
+    const cache::ShardKey k = pin.key();
+    pin.release();
+    ++rereads_;
+    pin = cache().acquire(k);
+    try {
+      cache().wait(pin);
+    } catch (const Error& again) {
+      pin.release();
+      throw Error(again.code(), std::string(again.what()) + " (failed again after one re-read)");
+    }
+  }
   const ExpertShape& shape = shapes_[static_cast<size_t>(layer)];
   ExpertWeights w{shape.gate, shape.up, shape.down};
   w.gate.data = pin.tensor(0).data();

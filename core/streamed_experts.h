@@ -9,6 +9,9 @@
 //                         the rest as earlier ones are released): hits stay, misses are read,
 //   acquire(layer, e)     waits until e has landed and returns views into its slot,
 //   release(layer, e)     unpins it (it stays cached until the policy evicts it).
+// A shard whose read failed (io_error) or whose bytes did not match the index (corrupt_data) is
+// dropped and read once more; a second failure is thrown with the cache's message (tensor,
+// expert, file offset), so corrupt bytes are never computed on.
 // The views have the same bytes as the in-core tensors, so logits are bit-identical.
 #pragma once
 
@@ -45,6 +48,7 @@ class CachedExpertSource final : public ExpertSource {
   void release(int layer, int expert) override;
 
   const StreamedLayout& layout() const { return layout_; }
+  uint64_t rereads() const { return rereads_; }
 
  private:
   struct ExpertShape {
@@ -63,6 +67,7 @@ class CachedExpertSource final : public ExpertSource {
   std::vector<cache::ShardCache::Pin> pins_;  // n_expert slots; [i] pins planned_experts_[i]
   std::vector<cache::ShardKey> keys_;
   size_t next_to_pin_ = 0;  // planned experts before this index have been pinned
+  uint64_t rereads_ = 0;
 };
 
 }  // namespace sluice::core

@@ -18,6 +18,7 @@
 #include "core/model_summary.h"
 #include "io/bandwidth_probe.h"
 #include "io/pread_reader.h"
+#include "io/fault_reader.h"
 #include "tools/commands.h"
 #include "tools/progress_bar.h"
 #include "tools/routing_outputs.h"
@@ -146,6 +147,8 @@ int cmd_bench_model(int argc, char** argv) {
       ("gpu", "use the first CUDA GPU (VRAM tier above the RAM cache)")
       ("vram", "VRAM for --gpu (e.g. 20G; default: free VRAM minus a margin)", cxxopts::value<std::string>())
       ("vram-policy", "VRAM expert cache policy with --gpu: lru or freq", cxxopts::value<std::string>()->default_value("lru"))
+      ("verify", "check shards against the model's index (sluice index): on or off", cxxopts::value<std::string>()->default_value("on"))
+      ("io-faults", "testing: inject IO faults into expert shard reads (see sluice run --help)", cxxopts::value<std::string>())
       ("cold", "evict the model file from the page cache before each run")
       ("drop-caches", "as root, also drop all clean page cache (echo 1 > /proc/sys/vm/drop_caches)")
       ("probe-seconds", "seconds per queue depth when measuring raw disk bandwidth", cxxopts::value<double>()->default_value("1"))
@@ -168,6 +171,11 @@ int cmd_bench_model(int argc, char** argv) {
   base.engine.threads = args["threads"].as<unsigned>();
   base.engine.io.kind = io::parse_io_kind(args["io"].as<std::string>());
   base.engine.policy = args["policy"].as<std::string>();
+  const std::string verify = args["verify"].as<std::string>();
+  if (verify != "on" && verify != "off")
+    throw Error(ErrorCode::invalid_argument, "--verify '" + verify + "' must be on or off");
+  base.engine.verify = verify == "on";
+  if (args.count("io-faults")) base.engine.faults = io::parse_fault_options(args["io-faults"].as<std::string>());
   base.engine.session.n_batch = args["batch-size"].as<int64_t>();
   base.engine.session.kv_type = GgmlType::F16;
   base.n_prompt = args["n-prompt"].as<int>();
@@ -252,6 +260,7 @@ int cmd_bench_model(int argc, char** argv) {
       if (r.gpu) std::fprintf(stderr, "%s\n", r.gpu_tier.c_str());
       if (r.warm_shards) std::fprintf(stderr, "%s\n", describe_warm(r.warm_shards, r.warm_bytes, r.warm_seconds).c_str());
     }
+    if (!r.fault_report.empty()) std::fprintf(stderr, "sluice bench: %s\n", r.fault_report.c_str());
   }
   routing.write("bench");
 

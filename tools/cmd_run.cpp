@@ -19,6 +19,7 @@
 #include "core/sampler.h"
 #include "core/session.h"
 #include "core/tokenizer.h"
+#include "io/fault_reader.h"
 #include "kernels/thread_pool.h"
 #include "tools/commands.h"
 #include "tools/progress_bar.h"
@@ -149,6 +150,7 @@ int cmd_run(int argc, char** argv) {
       ("gpu", "use the first CUDA GPU: weights that fit and the hottest experts in VRAM, above the RAM cache")
       ("vram", "VRAM for --gpu (e.g. 20G; default: free VRAM minus a margin); separate from --budget", cxxopts::value<std::string>())
       ("vram-policy", "VRAM expert cache policy with --gpu: lru or freq", cxxopts::value<std::string>()->default_value("lru"))
+      ("io-faults", "testing: inject IO faults into expert shard reads, e.g. seed=7,short=0.1,eagain=0.1,delay=0.2,eio=0.05,flip=0.01,fail_at=OFFSET,uring_fail=1", cxxopts::value<std::string>())
       ("stats", "print a line per token (time, hits/misses, MB read, IO wait) and a summary")
       ("logits-out", "write f32 logits [n_prompt + n_generated][n_vocab] (LE) to FILE", cxxopts::value<std::string>())
       ("h,help", "show this help");
@@ -190,6 +192,7 @@ int cmd_run(int argc, char** argv) {
   eo.io.kind = io::parse_io_kind(args["io"].as<std::string>());
   eo.policy = args["policy"].as<std::string>();
   eo.verify = verify == "on";
+  if (args.count("io-faults")) eo.faults = io::parse_fault_options(args["io-faults"].as<std::string>());
   eo.session.n_ctx = args["ctx-size"].as<int64_t>();
   eo.session.n_batch = std::max<int64_t>(1, args["batch-size"].as<int64_t>());
   if (eo.session.n_ctx > 0) eo.session.n_batch = std::min(eo.session.n_batch, eo.session.n_ctx);
@@ -327,6 +330,8 @@ int cmd_run(int argc, char** argv) {
                generated / std::max(gen_s, 1e-9));
   stats.summary(gen_s);
   routing.write("run");
+  if (const std::string faults = engine.describe_faults(); !faults.empty())
+    std::fprintf(stderr, "sluice run: %s\n", faults.c_str());
   return 0;
 }
 
