@@ -4,7 +4,23 @@
 // that is not a routed expert into RAM, builds the session (KV cache, activations, scratch), and
 // streams routed experts through a ShardCache whose arena gets whatever the budget leaves:
 //
-//   budget = resident weights + KV cache + session scratch + expert arena (+ nothing else)
+//   budget = resident weights + layer arena + KV cache + session scratch + expert arena
+//
+// Everything is sized from the tensor directory (Model::plan) before anything is read or
+// allocated. With a budget, the engine takes the first of these that fits:
+//   1. all non-routed weights resident, the requested batch (-b);
+//   2. layer streaming: only the token embeddings, output_norm and tensors converted at load stay
+//      resident; every block's other tensors and the output head stream through a second
+//      ShardCache (core/streamed_layers.h) whose arena holds two units per size class when it
+//      can (so the next block is read while one computes), else one; the requested batch;
+//   3. the same with a smaller batch (prefill in chunks of fewer tokens, like llama.cpp's
+//      n_ubatch): scratch scales with the batch; a notice says so. Results then equal an in-core
+//      run with that batch (batched and single-token products differ in the last bits).
+// The minimum is the smaller of (1) and (2) at batch 1: resident part + one slot per size class
+// of layer units (if streamed) + KV + scratch at batch 1 + one MoE layer's working set of
+// experts (n_expert_used slots per expert size class). Below it: Error(budget) naming it in MiB.
+// A layer arena between one/two units per class and all of them is not planned: blocks are
+// visited cyclically, so LRU would miss on every one of them anyway.
 //
 // Budget modes:
 //   budget_bytes > 0          a hard ceiling; below the minimum -> Error(budget) stating it
@@ -24,6 +40,7 @@
 #include "core/model.h"
 #include "core/session.h"
 #include "core/streamed_experts.h"
+#include "core/streamed_layers.h"
 #include "io/open_reader.h"
 #include "kernels/thread_pool.h"
 
@@ -45,15 +62,18 @@ struct EngineOptions {
 };
 
 struct BudgetSplit {
-  uint64_t resident_weights = 0;  // non-routed tensors in RAM (all tensors when in-core)
+  uint64_t resident_weights = 0;  // tensors in RAM (all tensors when in-core)
+  uint64_t layer_arena = 0;       // the streamed layers' cache (0: every layer resident)
   uint64_t kv_cache = 0;
   uint64_t scratch = 0;           // activations, router and matmul scratch
   uint64_t expert_arena = 0;      // the shard cache's arena
   uint64_t expert_min = 0;        // the arena's minimum: one MoE layer's working set
   uint64_t routed_expert_bytes = 0;  // all routed experts in the file
   uint64_t budget = 0;            // the ceiling in force (0: unlimited)
-  uint64_t total() const { return resident_weights + kv_cache + scratch + expert_arena; }
-  uint64_t minimum() const { return resident_weights + kv_cache + scratch + expert_min; }
+  uint64_t min_budget = 0;        // the smallest budget this model runs in (see above)
+  int64_t n_batch = 0;            // the batch in force (may be below the requested one)
+  uint64_t total() const { return resident_weights + layer_arena + kv_cache + scratch + expert_arena; }
+  uint64_t minimum() const { return min_budget; }
 };
 
 class Engine {
@@ -65,11 +85,13 @@ class Engine {
   // One forward pass; tells the cache a new step began (policies age, stats count tokens).
   std::span<const float> forward(std::span<const int32_t> tokens, int64_t start_pos, bool all_logits = true) {
     if (cache_) cache_->begin_token();
+    if (layer_cache_) layer_cache_->begin_token();
     return session_->forward(tokens, start_pos, all_logits);
   }
   const Model& model() const { return *model_; }
   io::Reader& reader() { return *reader_; }
   cache::ShardCache* cache() { return cache_.get(); }  // null when in-core
+  cache::ShardCache* layer_cache() { return layer_cache_.get(); }  // null when every layer is resident
   kernels::ThreadPool& pool() { return *pool_; }
   const BudgetSplit& budget() const { return split_; }
   const std::vector<std::string>& notices() const { return notices_; }
@@ -85,8 +107,11 @@ class Engine {
   std::unique_ptr<Model> model_;
   std::unique_ptr<ExpertSource> experts_;
   CachedExpertSource* streamed_ = nullptr;  // experts_ when streaming
+  std::unique_ptr<io::Reader> layer_reader_;  // the layer cache reaps its own completions
+  std::unique_ptr<StreamedLayers> layers_;
   std::unique_ptr<Session> session_;
   std::unique_ptr<cache::ShardCache> cache_;
+  std::unique_ptr<cache::ShardCache> layer_cache_;
   BudgetSplit split_;
   bool verifying_ = false;
 };
