@@ -100,7 +100,7 @@ Engine::Engine(const EngineOptions& options) : options_(options) {
   std::optional<ShardIndex> index;
   if (options.verify) index = ShardIndex::load(options.model_path, planned.gguf(), *reader_);
   verifying_ = index.has_value();
-  StreamedLayout expert_layout = build_shard_layout(planned.gguf(), config, index ? &*index : nullptr);
+  StreamedLayout expert_layout = build_shard_layout(planned.gguf(), ExpertGeometry::of(config), index ? &*index : nullptr);
   const uint64_t all_experts_arena = cache::plan_cache(expert_layout.layout, UINT64_MAX / 4, alignment).arena_bytes;
   split_.expert_min = cache::plan_cache(expert_layout.layout, all_experts_arena, alignment).min_bytes;
 
@@ -111,7 +111,7 @@ Engine::Engine(const EngineOptions& options) : options_(options) {
   const bool can_stream_layers = !lean.streamed().empty();
   uint64_t layer_min = 0, layer_two = 0;
   if (can_stream_layers) {
-    cache::ShardLayout ll = build_layer_layout(lean);
+    const cache::ShardLayout ll = build_layer_plan(lean).layout;
     const uint64_t layer_all = cache::plan_cache(ll, UINT64_MAX / 4, alignment).arena_bytes;
     layer_min = cache::plan_cache(ll, layer_all, alignment).min_bytes;
     layer_two = std::min(layer_all, 2 * layer_min);
@@ -159,10 +159,11 @@ Engine::Engine(const EngineOptions& options) : options_(options) {
     layer_reader_ = std::move(second.reader);
   }
   model_ = std::make_unique<Model>(Model::load(*reader_, load));
-  auto source = std::make_unique<CachedExpertSource>(model_->gguf(), model_->config(), std::move(expert_layout));
+  auto source = std::make_unique<CachedExpertSource>(model_->gguf(), ExpertGeometry::of(model_->config()),
+                                                     std::move(expert_layout));
   streamed_ = source.get();
   experts_ = std::move(source);
-  if (stream_layers) layers_ = std::make_unique<StreamedLayers>(*model_);
+  if (stream_layers) layers_ = std::make_unique<StreamedLayers>(*model_, build_layer_plan(*model_, index ? &*index : nullptr));
   session_ = std::make_unique<Session>(*model_, *experts_, *pool_, session, layers_.get());
 
   split_.resident_weights = model_->weight_bytes();
@@ -175,8 +176,13 @@ Engine::Engine(const EngineOptions& options) : options_(options) {
     cache::ShardCacheOptions lopts;
     lopts.budget_bytes = layer_arena;
     lopts.policy = "lru";
-    layer_cache_ = std::make_unique<cache::ShardCache>(build_layer_layout(*model_, index ? &*index : nullptr),
-                                                       *layer_reader_, lopts);
+    if (verifying_) {
+      const uint32_t layer_alignment = cache::usable_alignment(layer_reader_->alignment());
+      lopts.verify = [plan = &layers_->plan(), layer_alignment](cache::ShardKey key, std::span<const std::byte> slot) {
+        verify_unit(*plan, key, slot, layer_alignment);
+      };
+    }
+    layer_cache_ = std::make_unique<cache::ShardCache>(layers_->plan().layout, *layer_reader_, lopts);
     layers_->attach(*layer_cache_);
     split_.layer_arena = layer_cache_->plan().arena_bytes;
   }

@@ -70,6 +70,8 @@ class Session {
           const SessionOptions& options = {}, LayerSource* layers = nullptr);
   // scratch_bytes() of a session with these options, computed without allocating (the budget is
   // checked before anything is allocated). `model` may be a Model::plan().
+  Session(const Session&) = delete;  // layers_ may point at resident_layers_
+  Session& operator=(const Session&) = delete;
   static uint64_t scratch_bytes_for(const Model& model, const SessionOptions& options, unsigned threads);
   // kv_cache().bytes() of such a session, without allocating.
   static uint64_t kv_bytes_for(const ModelConfig& config, const SessionOptions& options);

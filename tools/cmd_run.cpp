@@ -89,6 +89,14 @@ class StatsPrinter {
                  static_cast<unsigned long long>(misses), human_bytes(bytes).c_str(), seconds > 0 ? bytes / seconds / 1e9 : 0.0,
                  seconds > 0 ? 100.0 * (t.io_wait_ns - start_.io_wait_ns) / 1e9 / seconds : 0.0,
                  static_cast<unsigned long long>(t.evictions), human_bytes(s.resident_bytes).c_str());
+    if (cache::ShardCache* layers = engine_.layer_cache()) {
+      const cache::CacheCounters l = layers->stats().total;
+      std::fprintf(stderr,
+                   "sluice run: streamed layers: %llu hits, %llu misses, %llu prefetched, read %s, %llu layer evictions\n",
+                   static_cast<unsigned long long>(l.hits), static_cast<unsigned long long>(l.misses),
+                   static_cast<unsigned long long>(l.prefetches), human_bytes(l.bytes_read).c_str(),
+                   static_cast<unsigned long long>(l.evictions));
+    }
   }
 
  private:
