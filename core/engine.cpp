@@ -55,6 +55,10 @@ Engine::Engine(const EngineOptions& options) : options_(options) {
     }
     notices_.push_back("--widen-f16: experts are widened and held in RAM (no streaming)");
   }
+  if (GgufFile::parse(*reader_).architecture() == "kimi-k3") {
+    open_kimi_k3(stream);
+    return;
+  }
   load.load_routed_experts = !stream;
   // Reserve before reading: every size comes from the tensor directory alone.
   Model planned = Model::plan(*reader_, load);
@@ -187,12 +191,15 @@ Engine::Engine(const EngineOptions& options) : options_(options) {
     split_.layer_arena = layer_cache_->plan().arena_bytes;
   }
 
-  const uint64_t fixed = split_.resident_weights + split_.layer_arena + split_.kv_cache + split_.scratch;
+  attach_expert_cache(all_experts_arena, budget_error(minimum, options.budget_bytes, options.model_path, min_streams));
+}
+
+void Engine::attach_expert_cache(uint64_t all_experts_arena, const Error& too_small) {
+  const EngineOptions& options = options_;
+  const uint64_t fixed = split_.total() - split_.expert_arena;
   uint64_t arena_budget = all_experts_arena;
   if (options.budget_bytes > 0) {
-    if (options.budget_bytes < fixed + split_.expert_min) {
-      throw budget_error(minimum, options.budget_bytes, options.model_path, min_streams);
-    }
+    if (options.budget_bytes < fixed + split_.expert_min) throw too_small;
     arena_budget = std::min(all_experts_arena, options.budget_bytes - fixed);
   } else if (options.cache_experts > 0) {
     arena_budget = std::max<uint64_t>(split_.expert_min,
@@ -209,8 +216,34 @@ Engine::Engine(const EngineOptions& options) : options_(options) {
   if (options.budget_bytes == 0 && options.cache_experts > 0) split_.budget = split_.total();
 }
 
+std::span<const float> Engine::forward(std::span<const int32_t> tokens, int64_t start_pos, bool all_logits) {
+  if (cache_) cache_->begin_token();
+  if (layer_cache_) layer_cache_->begin_token();
+  if (k3_session_) return k3_session_->forward(tokens, start_pos, all_logits);
+  return session_->forward(tokens, start_pos, all_logits);
+}
+
+Session& Engine::session() {
+  if (!session_) throw Error(ErrorCode::unsupported, "this command does not run kimi-k3 models yet");
+  return *session_;
+}
+
+const Model& Engine::model() const {
+  if (!model_) throw Error(ErrorCode::unsupported, "this command does not run kimi-k3 models yet");
+  return *model_;
+}
+
+const GgufFile& Engine::gguf() const { return k3_model_ ? k3_model_->gguf() : model_->gguf(); }
+std::string Engine::describe_model() const {
+  return k3_model_ ? k3_model_->config().describe() : model_->config().describe();
+}
+int64_t Engine::n_vocab() const { return k3_model_ ? k3_model_->config().n_vocab : model_->config().n_vocab; }
+int64_t Engine::n_ctx() const { return k3_session_ ? k3_session_->n_ctx() : session_->n_ctx(); }
+int64_t Engine::n_batch() const { return k3_session_ ? k3_session_->n_batch() : session_->n_batch(); }
+
 Engine::~Engine() {
   // The session may hold pins through the expert source; drop them before the cache goes.
+  k3_session_.reset();
   session_.reset();
   experts_.reset();
   layers_.reset();
@@ -222,7 +255,9 @@ std::string Engine::describe_budget() const {
   std::string s = split_.budget ? "budget " + human_bytes(split_.budget) : std::string("budget unlimited");
   s += ": resident weights " + human_bytes(split_.resident_weights);
   if (layer_cache_) s += " + streamed layers " + human_bytes(split_.layer_arena);
-  s += " + KV cache " + human_bytes(split_.kv_cache) +
+  s += " + KV cache " + human_bytes(split_.kv_cache);
+  if (split_.recurrent_state) s += " + recurrent state " + human_bytes(split_.recurrent_state);
+  s += std::string("") +
        " + scratch " + human_bytes(split_.scratch) +
        " (batch " + std::to_string(split_.n_batch) + ")";
   if (cache_) {

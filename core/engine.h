@@ -29,6 +29,13 @@
 //   neither                   unlimited: the arena can hold every expert (nothing is evicted)
 //   in_core                   the reference path: experts loaded into RAM with the rest, no cache
 // Every mode gives bit-identical logits: the same bytes reach the same kernels.
+//
+// Architectures: the llama-family forward pass (core::Session: llama, qwen3moe, deepseek2, ...)
+// and kimi-k3 (core::KimiK3Session, hybrid KDA + MLA). Both take routed experts from the same
+// ExpertSource, so kimi-k3's experts are shards like any other: streamed, cached, prefetched and
+// checksummed by the same cache. For kimi-k3 the recurrent state (KDA conv + delta-rule state)
+// counts against the budget next to the MLA cache; its non-routed weights always stay resident
+// and its batch is not lowered (the minimum is stated at the requested batch).
 #pragma once
 
 #include <memory>
@@ -37,6 +44,8 @@
 
 #include "cache/shard_cache.h"
 #include "core/expert_source.h"
+#include "core/kimi_k3_model.h"
+#include "core/kimi_k3_session.h"
 #include "core/model.h"
 #include "core/session.h"
 #include "core/streamed_experts.h"
@@ -65,6 +74,7 @@ struct BudgetSplit {
   uint64_t resident_weights = 0;  // tensors in RAM (all tensors when in-core)
   uint64_t layer_arena = 0;       // the streamed layers' cache (0: every layer resident)
   uint64_t kv_cache = 0;
+  uint64_t recurrent_state = 0;   // kimi-k3's KDA state (0 for other architectures)
   uint64_t scratch = 0;           // activations, router and matmul scratch
   uint64_t expert_arena = 0;      // the shard cache's arena
   uint64_t expert_min = 0;        // the arena's minimum: one MoE layer's working set
@@ -72,7 +82,9 @@ struct BudgetSplit {
   uint64_t budget = 0;            // the ceiling in force (0: unlimited)
   uint64_t min_budget = 0;        // the smallest budget this model runs in (see above)
   int64_t n_batch = 0;            // the batch in force (may be below the requested one)
-  uint64_t total() const { return resident_weights + layer_arena + kv_cache + scratch + expert_arena; }
+  uint64_t total() const {
+    return resident_weights + layer_arena + kv_cache + recurrent_state + scratch + expert_arena;
+  }
   uint64_t minimum() const { return min_budget; }
 };
 
@@ -81,14 +93,20 @@ class Engine {
   explicit Engine(const EngineOptions& options);
   ~Engine();
 
-  Session& session() { return *session_; }
-  // One forward pass; tells the cache a new step began (policies age, stats count tokens).
-  std::span<const float> forward(std::span<const int32_t> tokens, int64_t start_pos, bool all_logits = true) {
-    if (cache_) cache_->begin_token();
-    if (layer_cache_) layer_cache_->begin_token();
-    return session_->forward(tokens, start_pos, all_logits);
-  }
-  const Model& model() const { return *model_; }
+  // One forward pass of whichever session the model needs; tells the caches a new step began
+  // (policies age, stats count tokens).
+  std::span<const float> forward(std::span<const int32_t> tokens, int64_t start_pos, bool all_logits = true);
+  // What every architecture has.
+  const GgufFile& gguf() const;
+  std::string describe_model() const;
+  int64_t n_vocab() const;
+  int64_t n_ctx() const;
+  int64_t n_batch() const;
+  bool is_kimi_k3() const { return k3_session_ != nullptr; }
+  // The llama-family session and model; Error(unsupported) for kimi-k3.
+  Session& session();
+  const Model& model() const;
+  KimiK3Session* kimi_k3_session() { return k3_session_.get(); }
   io::Reader& reader() { return *reader_; }
   cache::ShardCache* cache() { return cache_.get(); }  // null when in-core
   cache::ShardCache* layer_cache() { return layer_cache_.get(); }  // null when every layer is resident
@@ -112,6 +130,14 @@ class Engine {
   std::unique_ptr<Session> session_;
   std::unique_ptr<cache::ShardCache> cache_;
   std::unique_ptr<cache::ShardCache> layer_cache_;
+  std::unique_ptr<KimiK3Model> k3_model_;
+  std::unique_ptr<KimiK3Session> k3_session_;
+
+  // kimi-k3: loads the model, builds its session and (when streaming) the expert cache.
+  void open_kimi_k3(bool stream);
+  // Sizes the expert arena from what the budget leaves after split_'s fixed parts and creates
+  // the cache; `too_small` is thrown when not even one MoE layer's experts fit.
+  void attach_expert_cache(uint64_t all_experts_arena, const Error& too_small);
   BudgetSplit split_;
   bool verifying_ = false;
 };

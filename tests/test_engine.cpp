@@ -32,14 +32,14 @@ Tokens manifest_tokens(const std::string& stem) {
 // batch unless a tight budget lowered it), then each generated token alone.
 std::vector<float> teacher_forced_logits(Engine& engine, const Tokens& t) {
   std::vector<float> all;
-  const size_t b = static_cast<size_t>(engine.session().n_batch());
+  const size_t b = static_cast<size_t>(engine.n_batch());
   for (size_t i = 0; i < t.prompt.size(); i += b) {
     const size_t n = std::min(b, t.prompt.size() - i);
-    auto rows = engine.session().forward({t.prompt.data() + i, n}, static_cast<int64_t>(i));
+    auto rows = engine.forward({t.prompt.data() + i, n}, static_cast<int64_t>(i));
     all.insert(all.end(), rows.begin(), rows.end());
   }
   for (size_t s = 0; s < t.gen.size(); ++s) {
-    auto row = engine.session().forward({&t.gen[s], 1}, static_cast<int64_t>(t.prompt.size() + s));
+    auto row = engine.forward({&t.gen[s], 1}, static_cast<int64_t>(t.prompt.size() + s));
     all.insert(all.end(), row.begin(), row.end());
   }
   return all;
@@ -155,6 +155,48 @@ TEST_CASE("streamed experts and layers give logits bit-identical to the in-core 
         CHECK(stats.arena_bytes <= budget);
       }
     }
+  }
+}
+
+TEST_CASE("kimi-k3 routed experts streamed through the engine's cache give logits bit-identical to the in-core run") {
+  for (const char* stem : {"kimi-k3/kimi-k3-q8_0", "kimi-k3/kimi-k3-q4_k_m", "kimi-k3/kimi-k3-f16"}) {
+    CAPTURE(stem);
+    InCoreReference reference(stem, manifest_tokens(stem));
+    sluice::core::BudgetSplit unlimited;
+    {
+      Engine e(options_for(stem));
+      REQUIRE(e.is_kimi_k3());
+      REQUIRE(e.cache() != nullptr);
+      unlimited = e.budget();
+      CHECK(unlimited.recurrent_state > 0);
+      CHECK_THROWS_AS(e.session(), sluice::Error);
+    }
+    const uint64_t minimum = unlimited.minimum(), unlimited_total = unlimited.total();
+    MESSAGE(std::string(stem), ": minimum budget ", minimum, " bytes (", (minimum + (1 << 20) - 1) >> 20,
+            " MiB), resident ", unlimited.resident_weights, ", recurrent state ", unlimited.recurrent_state,
+            ", unlimited ", unlimited_total, " bytes");
+    CHECK(minimum < unlimited_total);
+    const auto& ref = reference.at_batch(options_for(stem).session.n_batch);
+    for (auto kind : {sluice::io::IoKind::uring, sluice::io::IoKind::pread}) {
+      for (uint64_t budget : {minimum, minimum + (unlimited_total - minimum) / 3, unlimited_total}) {
+        CAPTURE(budget);
+        CAPTURE(sluice::io::to_string(kind));
+        EngineOptions o = options_for(stem);
+        o.budget_bytes = budget;
+        o.io.kind = kind;
+        Engine e(o);
+        CHECK(e.budget().total() <= budget);
+        auto logits = teacher_forced_logits(e, manifest_tokens(stem));
+        REQUIRE(logits.size() == ref.size());
+        CHECK(std::memcmp(logits.data(), ref.data(), logits.size() * sizeof(float)) == 0);
+        auto stats = e.cache()->stats();
+        if (budget == minimum) CHECK(stats.total.evictions > 0);
+        CHECK(stats.total.bytes_read > 0);
+      }
+    }
+    EngineOptions o = options_for(stem);
+    o.budget_bytes = minimum - 1;
+    CHECK_THROWS_WITH_AS(Engine{o}, doctest::Contains("below the minimum"), sluice::Error);
   }
 }
 

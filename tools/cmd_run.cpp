@@ -20,7 +20,6 @@
 #include "core/tokenizer.h"
 #include "kernels/thread_pool.h"
 #include "tools/commands.h"
-#include "tools/run_kimi_k3.h"
 
 namespace sluice::tools {
 
@@ -153,7 +152,6 @@ int cmd_run(int argc, char** argv) {
   const std::string kv_name = args["kv-type"].as<std::string>();
   if (kv_name != "f16" && kv_name != "f32")
     throw Error(ErrorCode::invalid_argument, "--kv-type '" + kv_name + "' must be f16 or f32");
-  if (is_kimi_k3_file(args["model"].as<std::string>())) return run_kimi_k3(args);  // hybrid KDA/MLA
 
   const std::string verify = args["verify"].as<std::string>();
   if (verify != "on" && verify != "off")
@@ -187,15 +185,13 @@ int cmd_run(int argc, char** argv) {
   const auto t_load = Clock::now();
   core::Engine engine(eo);
   for (const auto& notice : engine.notices()) std::fprintf(stderr, "sluice run: %s\n", notice.c_str());
-  const core::Model& model = engine.model();
-  const core::ModelConfig& cfg = model.config();
   std::optional<core::Tokenizer> tokenizer;
   try {
-    tokenizer = core::Tokenizer::from_gguf(model.gguf());
+    tokenizer = core::Tokenizer::from_gguf(engine.gguf());
   } catch (const Error& e) {
     if (args.count("prompt")) throw;
   }
-  std::fprintf(stderr, "sluice run: %s\nsluice run: %s\nsluice run: loaded in %.2f s (io %s%s)\n", cfg.describe().c_str(),
+  std::fprintf(stderr, "sluice run: %s\nsluice run: %s\nsluice run: loaded in %.2f s (io %s%s)\n", engine.describe_model().c_str(),
                engine.describe_budget().c_str(), seconds_since(t_load), std::string(engine.reader().backend()).c_str(),
                engine.verifying() ? ", shards verified against the index" : "");
 
@@ -204,13 +200,12 @@ int cmd_run(int argc, char** argv) {
                                     : tokenizer->encode(args["prompt"].as<std::string>(), true, false);
   if (prompt.empty()) throw Error(ErrorCode::invalid_argument, "the prompt has no tokens");
 
-  core::Session& session = engine.session();
-  const int64_t n_ctx = session.n_ctx();
+  const int64_t n_ctx = engine.n_ctx();
   if (static_cast<int64_t>(prompt.size()) > n_ctx)
     throw Error(ErrorCode::invalid_argument, "prompt of " + std::to_string(prompt.size()) +
                                                  " tokens is longer than the context of " + std::to_string(n_ctx) +
                                                  " tokens (raise -c)");
-  const int64_t n_batch = session.n_batch();
+  const int64_t n_batch = engine.n_batch();
   StatsPrinter stats(engine, args.count("stats") > 0);
   core::Sampler sampler({.temperature = args["temp"].as<float>(),
                          .top_k = args["top-k"].as<int>(),
@@ -219,7 +214,7 @@ int cmd_run(int argc, char** argv) {
                          .repeat_penalty = args["repeat-penalty"].as<float>(),
                          .repeat_last_n = args["repeat-last-n"].as<int>(),
                          .seed = args["seed"].as<uint64_t>()},
-                        cfg.n_vocab);
+                        engine.n_vocab());
 
   std::ofstream logits_out;
   if (args.count("logits-out")) {
@@ -238,13 +233,13 @@ int cmd_run(int argc, char** argv) {
     std::fflush(stdout);
   }
   const auto t_prompt = Clock::now();
-  std::vector<float> last(static_cast<size_t>(cfg.n_vocab));
+  std::vector<float> last(static_cast<size_t>(engine.n_vocab()));
   for (size_t i = 0; i < prompt.size(); i += static_cast<size_t>(n_batch)) {
     const size_t n = std::min(prompt.size() - i, static_cast<size_t>(n_batch));
     const bool final_chunk = i + n == prompt.size();
     auto rows = engine.forward({prompt.data() + i, n}, static_cast<int64_t>(i), logits_out.is_open());
     write_rows(rows);
-    if (final_chunk) std::copy(rows.end() - cfg.n_vocab, rows.end(), last.begin());
+    if (final_chunk) std::copy(rows.end() - engine.n_vocab(), rows.end(), last.begin());
   }
   const double prompt_s = seconds_since(t_prompt);
   for (int32_t id : prompt) sampler.accept(id);
@@ -265,8 +260,8 @@ int cmd_run(int argc, char** argv) {
       ++generated;
       break;
     }
-    if (pos >= session.n_ctx()) {
-      std::fprintf(stderr, "\nsluice run: context of %lld tokens is full\n", static_cast<long long>(session.n_ctx()));
+    if (pos >= engine.n_ctx()) {
+      std::fprintf(stderr, "\nsluice run: context of %lld tokens is full\n", static_cast<long long>(engine.n_ctx()));
       ++generated;
       break;
     }
