@@ -35,7 +35,7 @@
 // ExpertSource, so kimi-k3's experts are shards like any other: streamed, cached, prefetched and
 // checksummed by the same cache. For kimi-k3 the recurrent state (KDA conv + delta-rule state)
 // counts against the budget next to the MLA cache; its non-routed weights always stay resident
-// and its batch is not lowered (the minimum is stated at the requested batch).
+// (no layer streaming yet), and a tight budget halves its prompt batch until the scratch fits.
 #pragma once
 
 #include <memory>
@@ -106,7 +106,8 @@ class Engine {
   // The llama-family session and model; Error(unsupported) for kimi-k3.
   Session& session();
   const Model& model() const;
-  KimiK3Session* kimi_k3_session() { return k3_session_.get(); }
+  KimiK3Session* kimi_k3_session() { return k3_session_.get(); }  // null for other architectures
+  const KimiK3Model* kimi_k3_model() const { return k3_model_.get(); }
   io::Reader& reader() { return *reader_; }
   cache::ShardCache* cache() { return cache_.get(); }  // null when in-core
   cache::ShardCache* layer_cache() { return layer_cache_.get(); }  // null when every layer is resident

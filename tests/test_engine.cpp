@@ -176,7 +176,6 @@ TEST_CASE("kimi-k3 routed experts streamed through the engine's cache give logit
             " MiB), resident ", unlimited.resident_weights, ", recurrent state ", unlimited.recurrent_state,
             ", unlimited ", unlimited_total, " bytes");
     CHECK(minimum < unlimited_total);
-    const auto& ref = reference.at_batch(options_for(stem).session.n_batch);
     for (auto kind : {sluice::io::IoKind::uring, sluice::io::IoKind::pread}) {
       for (uint64_t budget : {minimum, minimum + (unlimited_total - minimum) / 3, unlimited_total}) {
         CAPTURE(budget);
@@ -186,7 +185,13 @@ TEST_CASE("kimi-k3 routed experts streamed through the engine's cache give logit
         o.io.kind = kind;
         Engine e(o);
         CHECK(e.budget().total() <= budget);
+        if (budget == minimum) CHECK(e.n_batch() < o.session.n_batch);
+        REQUIRE(e.kimi_k3_session() != nullptr);
+        CHECK(e.kimi_k3_session()->scratch_bytes() ==
+              sluice::core::KimiK3Session::scratch_bytes_for(
+                  *e.kimi_k3_model(), {.n_ctx = 64, .n_batch = e.n_batch(), .kv_type = sluice::GgmlType::F32}, 2));
         auto logits = teacher_forced_logits(e, manifest_tokens(stem));
+        const auto& ref = reference.at_batch(e.n_batch());
         REQUIRE(logits.size() == ref.size());
         CHECK(std::memcmp(logits.data(), ref.data(), logits.size() * sizeof(float)) == 0);
         auto stats = e.cache()->stats();
