@@ -6,6 +6,7 @@
 #include "common/error.h"
 #include "common/units.h"
 #include "core/engine.h"
+#include "core/model_summary.h"
 
 namespace sluice::core {
 
@@ -13,6 +14,7 @@ void Engine::open_kimi_k3(bool stream) {
   const EngineOptions& options = options_;
   k3_model_ = KimiK3Model::load(*reader_, {.widen_f16_to_f32 = options.widen_f16_to_f32, .load_routed_experts = !stream});
   const KimiK3Config& config = k3_model_->config();
+  split_.routed_expert_bytes = summarize(k3_model_->gguf()).routed_expert_bytes;
   const ExpertGeometry geometry = ExpertGeometry::of(config);
   std::optional<ShardIndex> index;
   if (stream) {

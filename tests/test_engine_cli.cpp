@@ -99,3 +99,15 @@ TEST_CASE("sluice bench -m reports the documented JSON fields for one run") {
   REQUIRE_MESSAGE(sweep.exit_code == 0, sweep.err);
   CHECK(sweep.out.find('[') < sweep.out.find('{'));
 }
+
+TEST_CASE("sluice bench runs a kimi-k3 model through the same expert cache and reports its routing") {
+  const std::string k3 = (sluice::test::reference_dir() / "kimi-k3/kimi-k3-q8_0.gguf").string();
+  auto r = run_sluice("bench -m '" + k3 + "' --cache-experts 50% -p 8 -n 12 -b 8 --probe-seconds 0.05 --json");
+  REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+  CHECK(r.out.find("\"hit_rate\"") != std::string::npos);
+  std::smatch m;
+  REQUIRE_MESSAGE(std::regex_search(r.out, m, std::regex(R"("routing_entropy":\s*([0-9.]+))")), r.out);
+  CHECK(std::stod(m[1].str()) > 0);
+  REQUIRE(std::regex_search(r.out, m, std::regex(R"("cache_experts_fraction":\s*([0-9.]+))")));
+  CHECK(std::stod(m[1].str()) > 0.4);
+}
