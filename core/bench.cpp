@@ -30,22 +30,27 @@ uint64_t proc_field_kib(const char* file, const char* field) {
 }
 
 // Feeds decode-phase routing decisions to RoutingStats, mapping blocks to MoE layers.
-class StatsObserver final : public RoutingObserver {
+// Routing decisions of either session type (llama family or kimi-k3) into RoutingStats.
+class StatsObserver final : public RoutingObserver, public KimiK3RoutingObserver {
  public:
-  StatsObserver(const ModelConfig& config, RoutingStats& stats, RoutingObserver* also) : stats_(stats), also_(also) {
-    for (int64_t il = 0, moe = 0; il < config.n_layer; ++il) {
-      moe_of_block_.push_back(config.is_moe_layer(il) ? static_cast<int>(moe++) : -1);
+  StatsObserver(const ExpertGeometry& g, RoutingStats& stats, RoutingObserver* also) : stats_(stats), also_(also) {
+    for (int64_t il = 0, moe = 0; il < g.n_layer; ++il) {
+      moe_of_block_.push_back(g.moe_layer[static_cast<size_t>(il)] ? static_cast<int>(moe++) : -1);
     }
   }
   void on_routing(const RoutingEvent& event) override {
     if (also_) also_->on_routing(event);  // the trace records prefill too
-    if (!enabled) return;
-    int moe = moe_of_block_[static_cast<size_t>(event.layer)];
-    if (moe >= 0) stats_.add(moe, event.experts);
+    add(event.layer, event.experts);
   }
+  void on_routing(const KimiK3Routing& event) override { add(event.layer, event.experts); }
   bool enabled = false;
 
  private:
+  void add(int layer, std::span<const int32_t> experts) {
+    if (!enabled) return;
+    int moe = moe_of_block_[static_cast<size_t>(layer)];
+    if (moe >= 0) stats_.add(moe, experts);
+  }
   RoutingStats& stats_;
   RoutingObserver* also_;
   std::vector<int> moe_of_block_;
@@ -86,7 +91,9 @@ BenchResult run_bench(const BenchOptions& options) {
   const int64_t needed_ctx = options.n_prompt + options.n_gen;
   if (eo.session.n_ctx < needed_ctx) eo.session.n_ctx = needed_ctx;
   Engine engine(eo);
-  const ModelConfig& config = engine.model().config();
+  const ExpertGeometry geometry = engine.is_kimi_k3() ? ExpertGeometry::of(engine.kimi_k3_model()->config())
+                                                      : ExpertGeometry::of(engine.model().config());
+  const int64_t n_vocab = engine.n_vocab();
   r.budget_split = engine.describe_budget();
   r.budget_bytes = engine.budget().budget ? engine.budget().budget : engine.budget().total();
   r.model_bytes = engine.reader().file_size();
@@ -98,14 +105,20 @@ BenchResult run_bench(const BenchOptions& options) {
   }
 
   int n_moe = 0;
-  for (int64_t il = 0; il < config.n_layer; ++il) n_moe += config.is_moe_layer(il) ? 1 : 0;
+  for (bool moe : geometry.moe_layer) n_moe += moe ? 1 : 0;
   std::optional<RoutingStats> routing;
   std::optional<StatsObserver> observer;
   if (n_moe > 0) {
-    routing.emplace(n_moe, static_cast<int>(config.n_expert), static_cast<int>(config.n_expert_used));
-    observer.emplace(config, *routing, options.recorder);
-    engine.session().set_routing_observer(&*observer);
-    if (options.recorder) options.recorder->begin_sequence(config, engine.session().n_ctx());
+    routing.emplace(n_moe, static_cast<int>(geometry.n_expert), static_cast<int>(geometry.n_expert_used));
+    observer.emplace(geometry, *routing, options.recorder);
+    if (KimiK3Session* k3 = engine.kimi_k3_session()) {
+      if (options.recorder)
+        throw Error(ErrorCode::unsupported, "--trace-out and --profile-out are not built for Kimi K3 files yet");
+      k3->set_routing_observer(&*observer);
+    } else {
+      engine.session().set_routing_observer(&*observer);
+      if (options.recorder) options.recorder->begin_sequence(engine.model().config(), engine.session().n_ctx());
+    }
   }
   // Warm start before the first token: its reads are not part of the prefill or decode figures.
   cache::WarmResult warm = engine.warm_up(options.warm_progress);
@@ -115,12 +128,11 @@ BenchResult run_bench(const BenchOptions& options) {
 
   // Random prompt from the seed, as llama-bench does.
   std::mt19937_64 rng(options.seed);
-  std::uniform_int_distribution<int32_t> pick(0, static_cast<int32_t>(config.n_vocab - 1));
+  std::uniform_int_distribution<int32_t> pick(0, static_cast<int32_t>(n_vocab - 1));
   std::vector<int32_t> prompt(static_cast<size_t>(options.n_prompt));
   for (auto& t : prompt) t = pick(rng);
 
-  Session& session = engine.session();
-  const int64_t n_batch = session.n_batch();
+  const int64_t n_batch = engine.n_batch();
   auto t0 = Clock::now();
   std::span<const float> logits;
   for (int64_t i = 0; i < options.n_prompt; i += n_batch) {
@@ -135,7 +147,7 @@ BenchResult run_bench(const BenchOptions& options) {
   GpuCounters gpu_before;
   if (engine.gpu()) gpu_before = engine.gpu()->counters();
   if (observer) observer->enabled = true;
-  int32_t token = argmax(logits.last(static_cast<size_t>(config.n_vocab)));
+  int32_t token = argmax(logits.last(static_cast<size_t>(n_vocab)));
   auto t_decode = Clock::now();
   double first8_s = 0;
   cache::CacheStats at8;

@@ -16,13 +16,13 @@ std::string expert_tensor_name(int block, int part) {
 
 }  // namespace
 
-StreamedLayout build_shard_layout(const GgufFile& file, const ModelConfig& config, const ShardIndex* index) {
+StreamedLayout build_shard_layout(const GgufFile& file, const ExpertGeometry& config, const ShardIndex* index) {
   StreamedLayout s;
   s.layout.n_expert = static_cast<uint32_t>(config.n_expert);
   s.layout.n_expert_used = static_cast<uint32_t>(config.n_expert_used);
   s.moe_layer_of_block.assign(static_cast<size_t>(config.n_layer), -1);
   for (int64_t il = 0; il < config.n_layer; ++il) {
-    if (!config.is_moe_layer(il)) continue;
+    if (!config.moe_layer[static_cast<size_t>(il)]) continue;
     cache::LayerLayout layer;
     for (int part = 0; part < 3; ++part) {
       const GgufTensorInfo& t = file.tensor(expert_tensor_name(static_cast<int>(il), part));
@@ -48,7 +48,7 @@ StreamedLayout build_shard_layout(const GgufFile& file, const ModelConfig& confi
   return s;
 }
 
-CachedExpertSource::CachedExpertSource(const GgufFile& file, const ModelConfig& config, StreamedLayout layout)
+CachedExpertSource::CachedExpertSource(const GgufFile& file, const ExpertGeometry& config, StreamedLayout layout)
     : layout_(std::move(layout)), shapes_(static_cast<size_t>(config.n_layer)) {
   for (int block : layout_.block_of_moe_layer) {
     ExpertShape& shape = shapes_[static_cast<size_t>(block)];

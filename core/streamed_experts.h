@@ -32,14 +32,29 @@ struct StreamedLayout {
   std::vector<int> moe_layer_of_block;  // transformer block -> cache layer, -1 for dense blocks
 };
 
+// What the layout needs of an architecture's config (core::ModelConfig, core::KimiK3Config):
+// the same routed-expert tensors (blk.N.ffn_{gate,up,down}_exps) whatever the architecture.
+struct ExpertGeometry {
+  int64_t n_layer = 0;
+  int64_t n_expert = 0;
+  int64_t n_expert_used = 0;
+  std::vector<bool> moe_layer;  // per block
+  template <class Config>
+  static ExpertGeometry of(const Config& c) {
+    ExpertGeometry g{c.n_layer, c.n_expert, c.n_expert_used, {}};
+    for (int64_t il = 0; il < c.n_layer; ++il) g.moe_layer.push_back(c.is_moe_layer(il));
+    return g;
+  }
+};
+
 // Throws Error(invalid_file) when an MoE block lacks one of its expert tensors. With an index,
 // every expert slice carries its XXH3-64 digest and the cache verifies it on landing.
-StreamedLayout build_shard_layout(const GgufFile& file, const ModelConfig& config,
+StreamedLayout build_shard_layout(const GgufFile& file, const ExpertGeometry& geometry,
                                   const ShardIndex* index = nullptr);
 
 class CachedExpertSource final : public ExpertSource {
  public:
-  CachedExpertSource(const GgufFile& file, const ModelConfig& config, StreamedLayout layout);
+  CachedExpertSource(const GgufFile& file, const ExpertGeometry& geometry, StreamedLayout layout);
   // The cache is created after the session (its budget depends on the session's scratch).
   void attach(cache::ShardCache& cache) { cache_ = &cache; }
 
