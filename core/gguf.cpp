@@ -255,7 +255,11 @@ class GgufParser {
         fail_at(count_at, "array " + quote(key) + " claims " + std::to_string(v.count) +
                               " strings, more than the " + std::to_string(remain) + " remaining bytes can hold");
       }
-      v.strings.reserve(static_cast<size_t>(v.count));
+      // Reserve no more than the header limit could back (a claimed count is not yet bytes read;
+      // fuzzing found a 2 GiB reservation from one count field). The vector grows past that
+      // only as real strings are read.
+      const uint64_t header_room = limits_.max_header_bytes > pos_ ? limits_.max_header_bytes - pos_ : 0;
+      v.strings.reserve(static_cast<size_t>(std::min<uint64_t>({v.count, header_room / 8, 1u << 20})));
       for (uint64_t i = 0; i < v.count; ++i) {
         v.strings.push_back(read_string("element " + std::to_string(i) + " of " + quote(key)));
       }

@@ -158,3 +158,9 @@ TEST_CASE("sluice run rejects inconsistent hyperparameters with one line before 
   CHECK(r.err.find("expert_used_count 9") != std::string::npos);
   CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
 }
+
+TEST_CASE("a block_count larger than the tensor directory is rejected before the tensor checks") {
+  SourceModel src(ds2());
+  const auto path = write_modified(src, "blocks", [](core::GgufWriter& w) { w.set_u32("deepseek2.block_count", 100000000); });
+  check_error([&] { core::Model::load(path.string()); }, ErrorCode::invalid_file, "block_count 100000000 is more than the");
+}
