@@ -59,6 +59,7 @@ CachedExpertSource::CachedExpertSource(const GgufFile& file, const ModelConfig& 
       parts[part]->n_cols = t.ne[0];
       parts[part]->n_rows = t.ne[1];
       parts[part]->row_stride = t.row_bytes;
+      parts[part]->repacked = kernels::ggml_repacks(t.type, t.ne[1]);
     }
   }
   planned_experts_.reserve(static_cast<size_t>(config.n_expert));

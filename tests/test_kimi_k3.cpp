@@ -260,7 +260,8 @@ class FileExperts final : public core::ExpertSource {
       const uint64_t bytes = t.row_bytes * static_cast<uint64_t>(t.ne[1]);
       buf.resize(bytes);
       reader_.read_sync(t.file_offset + bytes * static_cast<uint64_t>(expert), buf);
-      return kernels::WeightMatrix{t.type, buf.data(), t.ne[0], t.ne[1], t.row_bytes};
+      return kernels::WeightMatrix{t.type, buf.data(), t.ne[0], t.ne[1], t.row_bytes,
+                                   kernels::ggml_repacks(t.type, t.ne[1])};
     };
     return {slice("ffn_gate_exps.weight", gate_), slice("ffn_up_exps.weight", up_), slice("ffn_down_exps.weight", down_)};
   }

@@ -27,6 +27,9 @@ struct KernelTable {
   DequantizeFn dequantize[kTypeSlots] = {};
   QuantizeFn quantize[kTypeSlots] = {};
   VecDotFn vec_dot[kTypeSlots] = {};
+  // The same dot in the summation order of llama.cpp's repacked GEMV/GEMM, for weight matrices
+  // that llama.cpp repacks (WeightMatrix::repacked); null where sluice has no such order.
+  VecDotFn vec_dot_repack[kTypeSlots] = {};
 };
 
 const KernelTable& scalar_kernels();

@@ -48,6 +48,8 @@ void check_shapes(const WeightMatrix& w, size_t x_size, int64_t n_tokens, size_t
 
 }  // namespace
 
+bool ggml_repacks(GgmlType type, int64_t n_rows) { return type == GgmlType::Q4_K && n_rows % 8 == 0; }
+
 size_t matmul_scratch_bytes(GgmlType weight_type, int64_t n_cols, int64_t n_tokens) {
   return size_t(ggml_row_bytes(vec_dot_type(weight_type), uint64_t(n_cols))) * size_t(n_tokens);
 }
@@ -64,7 +66,8 @@ void matmul(const WeightMatrix& w, std::span<const float> x, int64_t n_tokens, s
   const GgmlType act_type = vec_dot_type(w.type);
   const size_t act_row = ggml_row_bytes(act_type, uint64_t(w.n_cols));
   const auto quantize = k.quantize[size_t(act_type)];
-  const auto dot = k.vec_dot[size_t(w.type)];
+  const auto repack_dot = w.repacked ? k.vec_dot_repack[size_t(w.type)] : nullptr;
+  const auto dot = repack_dot ? repack_dot : k.vec_dot[size_t(w.type)];
   for (int64_t t = 0; t < n_tokens; ++t)
     quantize(x.data() + t * w.n_cols, scratch.data() + t * act_row, w.n_cols);
 

@@ -1,6 +1,8 @@
 // Scalar dot products of the k-quants with Q8_K activations.
 // Per super-block the weighted integer sum is exact; it is scaled once by d (and the min term by
 // dmin using Q8_K's bsums), then accumulated in f32 as ggml does.
+#include <cmath>
+
 #include "kernels/cpu/blocks.h"
 #include "kernels/cpu/scalar.h"
 
@@ -86,6 +88,38 @@ float vec_dot_q4_k(const void* w, const void* act, int64_t n) {
     sum += d * float(isum) - dmin * float(summs);
   }
   return sum;
+}
+
+// llama.cpp's x86 CPU backend repacks Q4_K matrices (REPACK: 8 rows interleaved, block_q4_Kx8) and
+// multiplies them with its own GEMV/GEMM, which sums in another order than vec_dot: per super-block
+// the whole weighted integer sum and the whole min sum (both exact) are turned into floats, and
+// each is accumulated by one fma over the super-blocks into its own accumulator; the min
+// accumulator is subtracted once at the end. Both the 4-row GEMM and the 1-row GEMV do this.
+float vec_dot_q4_k_repack(const void* w, const void* act, int64_t n) {
+  const auto* x = static_cast<const BlockQ4_K*>(w);
+  const auto* y = static_cast<const BlockQ8_K*>(act);
+  float acc = 0.0f, acc_min = 0.0f;
+  for (int64_t i = 0; i < n / kQK_K; ++i) {
+    int isum = 0, summs = 0;
+    const uint8_t* q4 = x[i].qs;
+    const int8_t* q8 = y[i].qs;
+    for (int j = 0; j < 8; j += 2, q4 += 32, q8 += 64) {
+      uint8_t sc0, m0, sc1, m1;
+      scale_min_k4(j, x[i].scales, &sc0, &m0);
+      scale_min_k4(j + 1, x[i].scales, &sc1, &m1);
+      int s0 = 0, s1 = 0;
+      for (int l = 0; l < 32; ++l) {
+        s0 += (q4[l] & 0xF) * q8[l];
+        s1 += (q4[l] >> 4) * q8[l + 32];
+      }
+      isum += sc0 * s0 + sc1 * s1;
+      summs += m0 * (y[i].bsums[2 * j] + y[i].bsums[2 * j + 1]) +
+               m1 * (y[i].bsums[2 * j + 2] + y[i].bsums[2 * j + 3]);
+    }
+    acc = std::fma(float(isum), fp16_to_f32(x[i].d) * y[i].d, acc);
+    acc_min = std::fma(float(summs), fp16_to_f32(x[i].dmin) * y[i].d, acc_min);
+  }
+  return acc - acc_min;
 }
 
 float vec_dot_q5_k(const void* w, const void* act, int64_t n) {
