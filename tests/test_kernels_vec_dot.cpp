@@ -118,7 +118,7 @@ TEST_CASE("AVX2 Q4_K, Q5_K and Q6_K dots equal ggml's CPU vec_dot to the bit") {
   const auto& act_info = file.tensor("activation");
   std::vector<float> activation(act_info.n_elements);
   reader.read_sync(act_info.file_offset, std::as_writable_bytes(std::span(activation)));
-  for (const char* name : {"q4_K", "q5_K", "q6_K"}) {
+  for (const char* name : {"q4_K", "q5_K", "q6_K", "q5_0", "q8_0", "q4_0", "q4_1", "q5_1", "iq4_nl", "mxfp4"}) {
     const auto& entry = ref["types"][name];
     const auto& t = file.tensor(entry["tensor"].get<std::string>());
     const auto bytes = read_tensor_bytes(reader, t);

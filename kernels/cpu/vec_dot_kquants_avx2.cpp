@@ -135,15 +135,21 @@ float vec_dot_q5_k(const void* w, const void* act, int64_t n) {
   return hsum(acc) - mins_sum;
 }
 
+// As ggml's AVX2 vec_dot sums: the products of the unsigned 6-bit values go into the 8 int32
+// lanes, and the -32 offset is taken off afterwards from Q8_K's 16-value sums, lane k losing
+// 32 * (bsums[2k] * scale[2k] + bsums[2k+1] * scale[2k+1]). The integer total is the same either
+// way, but which lane holds what decides the float rounding.
 float vec_dot_q6_k(const void* w, const void* act, int64_t n) {
   const auto* x = static_cast<const BlockQ6_K*>(w);
   const auto* y = static_cast<const BlockQ8_K*>(act);
   const __m256i low4 = _mm256_set1_epi8(0x0F);
   const __m256i m3 = _mm256_set1_epi8(0x03);
-  const __m256i bias = _mm256_set1_epi8(32);
   __m256 acc = _mm256_setzero_ps();
   for (int64_t i = 0; i < n / kQK_K; ++i) {
-    const float d = half_to_f32(x[i].d) * y[i].d;
+    const float d = y[i].d * half_to_f32(x[i].d);
+    const __m256i all_scales =
+        _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x[i].scales)));
+    const __m256i offset = _mm256_slli_epi32(_mm256_madd_epi16(load32(y[i].bsums), all_scales), 5);
     __m256i sumi = _mm256_setzero_si256();
     for (int half = 0; half < 2; ++half) {
       const uint8_t* ql = x[i].ql + 64 * half;
@@ -162,13 +168,11 @@ float vec_dot_q6_k(const void* w, const void* act, int64_t n) {
       v[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), low4),
                              _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), m3), 4));
       for (int g = 0; g < 4; ++g) {
-        const __m256i a = load32(q8 + 32 * g);
-        // (v - 32) . a = v . a - 32 . a
-        const __m256i p = _mm256_sub_epi16(_mm256_maddubs_epi16(v[g], a), _mm256_maddubs_epi16(bias, a));
+        const __m256i p = _mm256_maddubs_epi16(v[g], load32(q8 + 32 * g));  // <= 2*63*128: no saturation
         sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, pair_scales(sc, g)));
       }
     }
-    acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(_mm256_sub_epi32(sumi, offset)), acc);
   }
   return hsum(acc);
 }
