@@ -12,7 +12,8 @@ namespace sluice::core {
 
 kernels::WeightMatrix Tensor::matrix() const {
   const int64_t rows = ne[1] * ne[2] * ne[3];
-  return {type, data, ne[0], rows, row_bytes, ne[2] == 1 && ne[3] == 1 && kernels::ggml_repacks(type, rows)};
+  const bool repacked = ne[2] == 1 && ne[3] == 1 && kernels::ggml_repacks(type, rows);
+  return {type, data, ne[0], rows, row_bytes, repacked ? kernels::GgmlRepack::mul_mat : kernels::GgmlRepack::none};
 }
 
 kernels::WeightMatrix Tensor::slice(int64_t i2) const {
@@ -22,7 +23,7 @@ kernels::WeightMatrix Tensor::slice(int64_t i2) const {
 
 kernels::WeightMatrix Tensor::expert(int64_t i2) const {
   kernels::WeightMatrix m = slice(i2);
-  m.repacked = kernels::ggml_repacks(type, ne[1]);
+  if (kernels::ggml_repacks(type, ne[1])) m.repack = kernels::GgmlRepack::mul_mat_id;
   return m;
 }
 

@@ -17,15 +17,23 @@
 
 namespace sluice::kernels {
 
+// How llama.cpp's CPU backend (x86, REPACK on) multiplies a matrix it repacks (ggml_repacks), which
+// decides the float summation order of every dot:
+//  - mul_mat: a plain matrix product; tokens in groups of 4 go through the repacked GEMM, which
+//    accumulates per pair of 32-value sub-blocks; the n % 4 tokens left (and any call with fewer
+//    than 4 tokens) go through the GEMV, which accumulates per 256-value super-block.
+//  - mul_mat_id: an expert of an expert tensor; every token goes through the GEMV.
+enum class GgmlRepack : uint8_t { none, mul_mat, mul_mat_id };
+
 struct WeightMatrix {
   GgmlType type = GgmlType::F32;
   const std::byte* data = nullptr;
   int64_t n_cols = 0;     // ne[0]: values per row
   int64_t n_rows = 0;     // ne[1]
   size_t row_stride = 0;  // bytes between rows (= ggml_row_bytes(type, n_cols) when dense)
-  // llama.cpp's CPU backend repacks this matrix (see ggml_repacks): its dots are then summed in
-  // the order of ggml's repacked GEMV/GEMM, so that logits match llama.cpp's to the bit.
-  bool repacked = false;
+  // Set where llama.cpp's CPU backend repacks this matrix (see ggml_repacks): its dots are then
+  // summed in the order of ggml's repacked GEMV/GEMM, so that logits match llama.cpp's to the bit.
+  GgmlRepack repack = GgmlRepack::none;
 };
 
 // Whether llama.cpp's CPU backend on x86 (AVX2 and up, REPACK on, its default) repacks a weight of

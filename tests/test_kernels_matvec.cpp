@@ -111,9 +111,10 @@ TEST_CASE("matmul over several tokens equals one matvec per token") {
 }
 
 // llama.cpp (x86, REPACK) multiplies a Q4_K matrix with 8k rows in its repacked GEMV/GEMM, which
-// accumulates per super-block fma(isum, d_w * d_a) and fma(min sum, dmin_w * d_a) separately and
-// subtracts at the end. Built here from the integer parts, independently of the kernels.
-static float repacked_q4_k_dot(const std::byte* row, const std::byte* act, int64_t n) {
+// accumulate fma(isum, d_w * d_a) and fma(min sum, dmin_w * d_a) separately, per group of
+// `group` sub-blocks (GEMV: 8, 4-row GEMM: 2), and subtract at the end. Built here from the
+// integer parts, independently of the kernels.
+static float repacked_q4_k_dot(const std::byte* row, const std::byte* act, int64_t n, int group) {
   const auto* x = reinterpret_cast<const sluice::kernels::cpu::BlockQ4_K*>(row);
   const auto* y = reinterpret_cast<const sluice::kernels::cpu::BlockQ8_K*>(act);
   float acc = 0.0f, acc_min = 0.0f;
@@ -131,45 +132,58 @@ static float repacked_q4_k_dot(const std::byte* row, const std::byte* act, int64
       int bsum = 0;
       for (int l = 0; l < 32; ++l) bsum += y[i].qs[32 * sb + l];
       imin += m * bsum;
+      if ((sb + 1) % group == 0) {
+        acc = std::fma(float(isum), sluice::kernels::cpu::fp16_to_f32(x[i].d) * y[i].d, acc);
+        acc_min = std::fma(float(imin), sluice::kernels::cpu::fp16_to_f32(x[i].dmin) * y[i].d, acc_min);
+        isum = imin = 0;
+      }
     }
-    acc = std::fma(float(isum), sluice::kernels::cpu::fp16_to_f32(x[i].d) * y[i].d, acc);
-    acc_min = std::fma(float(imin), sluice::kernels::cpu::fp16_to_f32(x[i].dmin) * y[i].d, acc_min);
   }
   return acc - acc_min;
 }
 
-TEST_CASE("a Q4_K matrix that llama.cpp repacks is summed in the repacked GEMV's order, on every ISA") {
+TEST_CASE("a Q4_K matrix that llama.cpp repacks is summed in the repacked GEMM's and GEMV's orders, on every ISA") {
+  using sluice::kernels::GgmlRepack;
   CHECK(sluice::kernels::ggml_repacks(GgmlType::Q4_K, 64));
   CHECK_FALSE(sluice::kernels::ggml_repacks(GgmlType::Q4_K, 2));  // ne[1] % 8 != 0: plain vec_dot
   CHECK_FALSE(sluice::kernels::ggml_repacks(GgmlType::Q6_K, 64));  // not repacked on x86
   ThreadPool pool(2);
   auto m = random_matrix(GgmlType::Q4_K, 64, 1024, 41);
-  const int64_t n_tokens = 5;  // llama.cpp: 4 rows through the GEMM, 1 through the GEMV; same order
+  const int64_t n_tokens = 5;
   const auto x = random_row(1024 * n_tokens, 43);
   const auto plain = run_matmul(m.w, x, n_tokens, pool);
-  m.w.repacked = true;
-  const auto repacked = run_matmul(m.w, x, n_tokens, pool);
   const auto& scalar = sluice::kernels::cpu::scalar_kernels();
   const auto& best = sluice::kernels::cpu::best_kernels();
-  const bool has_repack = scalar.vec_dot_repack[size_t(GgmlType::Q4_K)] != nullptr;
+  const bool has_repack = scalar.vec_dot_repack[size_t(GgmlType::Q4_K)] != nullptr &&
+                          scalar.vec_dot_repack_gemm[size_t(GgmlType::Q4_K)] != nullptr;
   REQUIRE(has_repack);
   std::vector<std::byte> act(sluice::ggml_row_bytes(GgmlType::Q8_K, 1024));
-  int differs = 0;
-  for (int64_t t = 0; t < n_tokens; ++t) {
-    sluice::kernels::quantize_row(GgmlType::Q8_K, x.data() + t * 1024, act.data(), 1024);
-    for (int64_t r = 0; r < 64; ++r) {
-      const std::byte* row = m.w.data + size_t(r) * m.w.row_stride;
-      const float want = repacked_q4_k_dot(row, act.data(), 1024);
-      const float got = repacked[size_t(t * 64 + r)];
-      REQUIRE(got == want);
-      REQUIRE(scalar.vec_dot_repack[size_t(GgmlType::Q4_K)](row, act.data(), 1024) == want);
-      REQUIRE(best.vec_dot_repack[size_t(GgmlType::Q4_K)](row, act.data(), 1024) == want);
-      CHECK(std::fabs(got - plain[size_t(t * 64 + r)]) <= 1e-5f * (1.0f + std::fabs(got)));
-      differs += got != plain[size_t(t * 64 + r)];
+  for (GgmlRepack kind : {GgmlRepack::mul_mat, GgmlRepack::mul_mat_id}) {
+    m.w.repack = kind;
+    const auto repacked = run_matmul(m.w, x, n_tokens, pool);
+    int differs = 0;
+    for (int64_t t = 0; t < n_tokens; ++t) {
+      // mul_mat: tokens 0..3 through the GEMM, token 4 through the GEMV; mul_mat_id: all GEMV.
+      const bool gemm = kind == GgmlRepack::mul_mat && t < 4;
+      sluice::kernels::quantize_row(GgmlType::Q8_K, x.data() + t * 1024, act.data(), 1024);
+      for (int64_t r = 0; r < 64; ++r) {
+        INFO("kind " << int(kind) << " token " << t << " row " << r);
+        const std::byte* row = m.w.data + size_t(r) * m.w.row_stride;
+        const float want = repacked_q4_k_dot(row, act.data(), 1024, gemm ? 2 : 8);
+        const float got = repacked[size_t(t * 64 + r)];
+        REQUIRE(got == want);
+        for (const auto* table : {&scalar, &best}) {
+          const auto fn = gemm ? table->vec_dot_repack_gemm[size_t(GgmlType::Q4_K)]
+                               : table->vec_dot_repack[size_t(GgmlType::Q4_K)];
+          REQUIRE(fn(row, act.data(), 1024) == want);
+        }
+        CHECK(std::fabs(got - plain[size_t(t * 64 + r)]) <= 1e-5f * (1.0f + std::fabs(got)));
+        differs += got != plain[size_t(t * 64 + r)];
+      }
     }
+    MESSAGE(differs << " of " << 64 * n_tokens << " outputs differ from vec_dot's order in the last bits");
+    CHECK(differs > 0);  // the order does change
   }
-  MESSAGE(differs << " of " << 64 * n_tokens << " outputs differ from vec_dot's order in the last bits");
-  CHECK(differs > 0);  // the flag does change the order
 }
 
 TEST_CASE("matvec rejects a short scratch, a short output and a row length off the block size") {

@@ -73,9 +73,11 @@ float vec_dot_q4_k(const void* w, const void* act, int64_t n) {
   return hsum(acc) + _mm_cvtss_f32(acc_m);
 }
 
-// The order of llama.cpp's repacked Q4_K GEMV/GEMM (see the scalar vec_dot_q4_k_repack): the
-// integer part is vec_dot_q4_k's, summed to one exact int per super-block.
-float vec_dot_q4_k_repack(const void* w, const void* act, int64_t n) {
+// The orders of llama.cpp's repacked Q4_K GEMV (kPairsPerGroup 4: per super-block) and 4-row GEMM
+// (1: per pair of sub-blocks); see the scalar q4_k_repack_order. The integer part is
+// vec_dot_q4_k's, summed to one exact int per group.
+template <int kPairsPerGroup>
+float q4_k_repack_order(const void* w, const void* act, int64_t n) {
   const auto* x = static_cast<const BlockQ4_K*>(w);
   const auto* y = static_cast<const BlockQ8_K*>(act);
   const __m256i low4 = _mm256_set1_epi8(0x0F);
@@ -83,21 +85,33 @@ float vec_dot_q4_k_repack(const void* w, const void* act, int64_t n) {
   for (int64_t i = 0; i < n / kQK_K; ++i) {
     uint8_t sm[16];
     unpack_scales_mins(x[i].scales, sm);
+    const float d = half_to_f32(x[i].d) * y[i].d;
+    const float dmin = half_to_f32(x[i].dmin) * y[i].d;
     const __m256i sc =
         duplicate_lanes(_mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sm))));
-    __m256i sumi = _mm256_setzero_si256();
-    for (int j = 0; j < 4; ++j) {
-      const __m256i q4 = load32(x[i].qs + 32 * j);
-      const __m256i lo = _mm256_maddubs_epi16(_mm256_and_si256(q4, low4), load32(y[i].qs + 64 * j));
-      const __m256i hi = _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(q4, 4), low4),
-                                              load32(y[i].qs + 64 * j + 32));
-      sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(lo, broadcast_scale(sc, 2 * j)));
-      sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(hi, broadcast_scale(sc, 2 * j + 1)));
+    for (int g = 0; g < 4; g += kPairsPerGroup) {
+      __m256i sumi = _mm256_setzero_si256();
+      int summs = 0;
+      for (int j = g; j < g + kPairsPerGroup; ++j) {
+        const __m256i q4 = load32(x[i].qs + 32 * j);
+        const __m256i lo = _mm256_maddubs_epi16(_mm256_and_si256(q4, low4), load32(y[i].qs + 64 * j));
+        const __m256i hi = _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(q4, 4), low4),
+                                                load32(y[i].qs + 64 * j + 32));
+        sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(lo, broadcast_scale(sc, 2 * j)));
+        sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(hi, broadcast_scale(sc, 2 * j + 1)));
+        summs += sm[8 + 2 * j] * (y[i].bsums[4 * j] + y[i].bsums[4 * j + 1]) +
+                 sm[9 + 2 * j] * (y[i].bsums[4 * j + 2] + y[i].bsums[4 * j + 3]);
+      }
+      acc = std::fma(float(hsum_i32(sumi)), d, acc);
+      acc_min = std::fma(float(summs), dmin, acc_min);
     }
-    acc = std::fma(float(hsum_i32(sumi)), half_to_f32(x[i].d) * y[i].d, acc);
-    acc_min = std::fma(float(min_term(sm + 8, y[i].bsums)), half_to_f32(x[i].dmin) * y[i].d, acc_min);
   }
   return acc - acc_min;
+}
+
+float vec_dot_q4_k_repack(const void* w, const void* act, int64_t n) { return q4_k_repack_order<4>(w, act, n); }
+float vec_dot_q4_k_repack_gemm(const void* w, const void* act, int64_t n) {
+  return q4_k_repack_order<1>(w, act, n);
 }
 
 float vec_dot_q5_k(const void* w, const void* act, int64_t n) {
