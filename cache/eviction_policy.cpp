@@ -20,7 +20,7 @@ std::unique_ptr<EvictionPolicy> make_policy(std::string_view name, const PolicyO
   if (name == "freq") return make_freq_policy(options.freq_lambda);
   if (name == "hot-pin") {
     if (options.profile == nullptr || options.profile->empty()) {
-      throw Error(ErrorCode::invalid_argument, "policy 'hot-pin' needs an expert profile");
+      throw Error(ErrorCode::invalid_argument, "policy 'hot-pin' needs an expert profile (sluice run/bench --warm PROFILE)");
     }
     return make_hot_pin_policy(*options.profile, options.hot_fraction);
   }

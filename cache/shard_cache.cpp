@@ -19,6 +19,7 @@ void CacheCounters::add(const CacheCounters& o) {
   read_ns_max = std::max(read_ns_max, o.read_ns_max);
   io_wait_ns += o.io_wait_ns;
   prefetches += o.prefetches;
+  corrupt_extents += o.corrupt_extents;
 }
 
 // ---- Pin ----
@@ -358,6 +359,25 @@ bool ShardCache::prefetch(ShardKey key) {
   policy_->on_insert(key);
   issue_locked(static_cast<uint32_t>(s));
   return true;
+}
+
+ShardCache::Pin ShardCache::preload(ShardKey key) {
+  std::unique_lock lock(mutex_);
+  check_key(key);
+  const size_t idx = shard_index(key, layout_.n_expert);
+  const uint32_t cls = plan_.class_of_layer[key.layer];
+  if (slot_of_[idx] >= 0 || free_slots_[cls].empty()) return {};
+  const uint32_t s = free_slots_[cls].back();
+  free_slots_[cls].pop_back();
+  Slot& x = slots_[s];
+  x.key = key;
+  x.pins = 1;
+  x.speculative = false;
+  x.in_table = true;
+  slot_of_[idx] = s;
+  policy_->on_insert(key);
+  issue_locked(s);
+  return Pin(this, s, key);
 }
 
 bool ShardCache::is_resident(ShardKey key) const {

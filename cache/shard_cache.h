@@ -80,6 +80,7 @@ struct CacheCounters {
   uint64_t read_ns_max = 0;
   uint64_t io_wait_ns = 0;     // time callers spent blocked in wait / wait_any
   uint64_t prefetches = 0;
+  uint64_t corrupt_extents = 0;  // landed extents whose XXH3-64 differed from the index
   void add(const CacheCounters& o);
   double hit_rate() const { return hits + misses ? static_cast<double>(hits) / (hits + misses) : 0.0; }
 };
@@ -138,6 +139,11 @@ class ShardCache {
   // released first): no allocation on the hot path.
   void acquire_all(std::span<const ShardKey> keys, std::span<Pin> out);
   bool prefetch(ShardKey key);
+  // Warm start (cache/warm_start.h): loads `key` into a free slot of its size class (it never
+  // evicts) through the normal read path, so digests are verified on landing. Counts no hit or
+  // miss; the policy sees on_insert only, as for a prefetch. Returns a pin to wait() on, or an
+  // empty Pin when the shard is already resident or its size class has no free slot.
+  Pin preload(ShardKey key);
 
   void wait(const Pin& pin);
   // Index of a landed pin among the non-empty ones (earliest landed first). Throws

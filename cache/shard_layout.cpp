@@ -1,5 +1,7 @@
 #include "cache/shard_layout.h"
 
+#include <algorithm>
+
 #include <xxhash.h>
 
 #include "common/error.h"
@@ -56,7 +58,7 @@ uint64_t slot_bytes(const ShardLayout& layout, uint32_t layer, uint32_t alignmen
   const uint64_t room = usable_alignment(alignment) - 1;
   uint64_t total = 0;
   for (const TensorSlice& t : layout.layers.at(layer).tensors) total += align_up(t.expert_bytes + room);
-  return total;
+  return std::max(total, layout.layers.at(layer).slot_bytes_floor);
 }
 
 ShardExtent shard_extent(const ShardLayout& layout, ShardKey key, uint32_t tensor, uint32_t alignment) {

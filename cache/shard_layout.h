@@ -38,6 +38,9 @@ struct TensorSlice {
 
 struct LayerLayout {
   std::vector<TensorSlice> tensors;  // usually gate, up, down
+  // A slot is at least this big (0: just what the tensors need). Layers of different sizes given
+  // the same floor share one size class, so the arena's minimum is one slot, not one per size.
+  uint64_t slot_bytes_floor = 0;
 };
 
 struct ShardLayout {

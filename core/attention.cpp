@@ -21,7 +21,7 @@ constexpr int64_t kKvPad = 256;
 
 void Session::attention_gqa(int64_t il, int64_t n, int64_t start_pos) {
   const ModelConfig& c = model_.config();
-  const LayerWeights& L = model_.layer(il);
+  const LayerWeights& L = *layer_;
   const int64_t H = c.n_head, Hkv = c.n_head_kv, Dk = c.head_dim_k, Dv = c.head_dim_v;
   matmul(L.wq.matrix(), cur_.data(), n, q_.data());
   matmul(L.wk.matrix(), cur_.data(), n, k_.data());
@@ -47,7 +47,7 @@ void Session::attention_gqa(int64_t il, int64_t n, int64_t start_pos) {
 
 void Session::attention_mla(int64_t il, int64_t n, int64_t start_pos) {
   const ModelConfig& c = model_.config();
-  const LayerWeights& L = model_.layer(il);
+  const LayerWeights& L = *layer_;
   const int64_t H = c.n_head, N = c.qk_nope, R = c.qk_rope, Lkv = c.kv_lora_rank, V = c.v_head_dim;
   const int64_t QH = N + R;  // per-head q: [nope | rope]
   const int64_t KR = R + Lkv;  // cache row and absorbed q: [rope | latent]

@@ -10,6 +10,7 @@
 
 #include "common/error.h"
 #include "core/routing_stats.h"
+#include "core/trace_recorder.h"
 
 namespace sluice::core {
 
@@ -29,22 +30,29 @@ uint64_t proc_field_kib(const char* file, const char* field) {
 }
 
 // Feeds decode-phase routing decisions to RoutingStats, mapping blocks to MoE layers.
-class StatsObserver final : public RoutingObserver {
+// Routing decisions of either session type (llama family or kimi-k3) into RoutingStats.
+class StatsObserver final : public RoutingObserver, public KimiK3RoutingObserver {
  public:
-  StatsObserver(const ModelConfig& config, RoutingStats& stats) : stats_(stats) {
-    for (int64_t il = 0, moe = 0; il < config.n_layer; ++il) {
-      moe_of_block_.push_back(config.is_moe_layer(il) ? static_cast<int>(moe++) : -1);
+  StatsObserver(const ExpertGeometry& g, RoutingStats& stats, RoutingObserver* also) : stats_(stats), also_(also) {
+    for (int64_t il = 0, moe = 0; il < g.n_layer; ++il) {
+      moe_of_block_.push_back(g.moe_layer[static_cast<size_t>(il)] ? static_cast<int>(moe++) : -1);
     }
   }
   void on_routing(const RoutingEvent& event) override {
-    if (!enabled) return;
-    int moe = moe_of_block_[static_cast<size_t>(event.layer)];
-    if (moe >= 0) stats_.add(moe, event.experts);
+    if (also_) also_->on_routing(event);  // the trace records prefill too
+    add(event.layer, event.experts);
   }
+  void on_routing(const KimiK3Routing& event) override { add(event.layer, event.experts); }
   bool enabled = false;
 
  private:
+  void add(int layer, std::span<const int32_t> experts) {
+    if (!enabled) return;
+    int moe = moe_of_block_[static_cast<size_t>(layer)];
+    if (moe >= 0) stats_.add(moe, experts);
+  }
   RoutingStats& stats_;
+  RoutingObserver* also_;
   std::vector<int> moe_of_block_;
 };
 
@@ -83,7 +91,9 @@ BenchResult run_bench(const BenchOptions& options) {
   const int64_t needed_ctx = options.n_prompt + options.n_gen;
   if (eo.session.n_ctx < needed_ctx) eo.session.n_ctx = needed_ctx;
   Engine engine(eo);
-  const ModelConfig& config = engine.model().config();
+  const ExpertGeometry geometry = engine.is_kimi_k3() ? ExpertGeometry::of(engine.kimi_k3_model()->config())
+                                                      : ExpertGeometry::of(engine.model().config());
+  const int64_t n_vocab = engine.n_vocab();
   r.budget_split = engine.describe_budget();
   r.budget_bytes = engine.budget().budget ? engine.budget().budget : engine.budget().total();
   r.model_bytes = engine.reader().file_size();
@@ -95,23 +105,34 @@ BenchResult run_bench(const BenchOptions& options) {
   }
 
   int n_moe = 0;
-  for (int64_t il = 0; il < config.n_layer; ++il) n_moe += config.is_moe_layer(il) ? 1 : 0;
+  for (bool moe : geometry.moe_layer) n_moe += moe ? 1 : 0;
   std::optional<RoutingStats> routing;
   std::optional<StatsObserver> observer;
   if (n_moe > 0) {
-    routing.emplace(n_moe, static_cast<int>(config.n_expert), static_cast<int>(config.n_expert_used));
-    observer.emplace(config, *routing);
-    engine.session().set_routing_observer(&*observer);
+    routing.emplace(n_moe, static_cast<int>(geometry.n_expert), static_cast<int>(geometry.n_expert_used));
+    observer.emplace(geometry, *routing, options.recorder);
+    if (KimiK3Session* k3 = engine.kimi_k3_session()) {
+      if (options.recorder)
+        throw Error(ErrorCode::unsupported, "--trace-out and --profile-out are not built for Kimi K3 files yet");
+      k3->set_routing_observer(&*observer);
+    } else {
+      engine.session().set_routing_observer(&*observer);
+      if (options.recorder) options.recorder->begin_sequence(engine.model().config(), engine.session().n_ctx());
+    }
   }
+  // Warm start before the first token: its reads are not part of the prefill or decode figures.
+  cache::WarmResult warm = engine.warm_up(options.warm_progress);
+  r.warm_shards = warm.shards;
+  r.warm_bytes = warm.bytes;
+  r.warm_seconds = warm.seconds;
 
   // Random prompt from the seed, as llama-bench does.
   std::mt19937_64 rng(options.seed);
-  std::uniform_int_distribution<int32_t> pick(0, static_cast<int32_t>(config.n_vocab - 1));
+  std::uniform_int_distribution<int32_t> pick(0, static_cast<int32_t>(n_vocab - 1));
   std::vector<int32_t> prompt(static_cast<size_t>(options.n_prompt));
   for (auto& t : prompt) t = pick(rng);
 
-  Session& session = engine.session();
-  const int64_t n_batch = session.n_batch();
+  const int64_t n_batch = engine.n_batch();
   auto t0 = Clock::now();
   std::span<const float> logits;
   for (int64_t i = 0; i < options.n_prompt; i += n_batch) {
@@ -126,17 +147,22 @@ BenchResult run_bench(const BenchOptions& options) {
   GpuCounters gpu_before;
   if (engine.gpu()) gpu_before = engine.gpu()->counters();
   if (observer) observer->enabled = true;
-  int32_t token = argmax(logits.last(static_cast<size_t>(config.n_vocab)));
+  int32_t token = argmax(logits.last(static_cast<size_t>(n_vocab)));
   auto t_decode = Clock::now();
   double first8_s = 0;
+  cache::CacheStats at8;
   for (int s = 0; s < options.n_gen; ++s) {
     logits = engine.forward({&token, 1}, options.n_prompt + s, false);
     token = argmax(logits);
-    if (s == 7) first8_s = since(t_decode);
+    if (s == 7) {
+      first8_s = since(t_decode);
+      if (engine.cache()) at8 = engine.cache()->stats();
+    }
   }
   double decode_s = since(t_decode);
   r.decode_first8_tok_s = 8 / first8_s;
   r.decode_tok_s = (options.n_gen - 8) / (decode_s - first8_s);
+  r.fault_report = engine.describe_faults();
 
   if (engine.cache()) {
     cache::CacheCounters d = engine.cache()->stats().total;
@@ -146,8 +172,16 @@ BenchResult run_bench(const BenchOptions& options) {
     r.decode_bytes_read = d.bytes_read - b.bytes_read;
     r.evictions = d.evictions;
     r.io_wait_share = static_cast<double>(d.io_wait_ns - b.io_wait_ns) / 1e9 / decode_s;
+    auto rate = [](const cache::CacheCounters& from, const cache::CacheCounters& to) {
+      uint64_t h = to.hits - from.hits, m = to.misses - from.misses;
+      return h + m ? static_cast<double>(h) / static_cast<double>(h + m) : 1.0;
+    };
+    r.hit_rate_first8 = rate(b, at8.total);
+    r.hit_rate_steady = rate(at8.total, d);
+    r.read_bytes_per_token_first8 = static_cast<double>(at8.total.bytes_read - b.bytes_read) / 8;
+    r.read_bytes_per_token_steady = static_cast<double>(d.bytes_read - at8.total.bytes_read) / (options.n_gen - 8);
   } else {
-    r.hit_rate = 1.0;
+    r.hit_rate = r.hit_rate_first8 = r.hit_rate_steady = 1.0;
   }
   r.read_bytes_per_token = static_cast<double>(r.decode_bytes_read) / options.n_gen;
   r.disk_gbps_achieved = static_cast<double>(r.decode_bytes_read) / decode_s / 1e9;

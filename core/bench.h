@@ -16,11 +16,14 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "core/engine.h"
 
 namespace sluice::core {
+
+class TraceRecorder;  // core/trace_recorder.h
 
 struct BenchOptions {
   EngineOptions engine;
@@ -29,6 +32,11 @@ struct BenchOptions {
   bool cold = false;
   uint64_t seed = 1;
   double disk_gbps_raw = 0;  // measured by the caller once per invocation (0: not known)
+  // --trace-out / --profile-out: this run becomes one sequence of the recorder (prefill and
+  // decode tokens). Null: nothing recorded.
+  TraceRecorder* recorder = nullptr;
+  // --warm (engine.warm_profile): called as the preload lands (bytes done, bytes total).
+  std::function<void(uint64_t, uint64_t)> warm_progress;
 };
 
 struct BenchResult {
@@ -38,6 +46,9 @@ struct BenchResult {
   double routing_entropy = 0, hottest_over_uniform = 0, temporal_reuse = 0, temporal_reuse_chance = 0;
   double prefill_tok_s = 0, decode_tok_s = 0, decode_first8_tok_s = 0;
   double hit_rate = 0;
+  // The first 8 decode tokens alone and tokens 9..n alone: what a cold (or warm) start costs.
+  double hit_rate_first8 = 0, hit_rate_steady = 0;
+  double read_bytes_per_token_first8 = 0, read_bytes_per_token_steady = 0;
   double read_bytes_per_token = 0;
   double disk_gbps_achieved = 0, disk_gbps_raw = 0;
   double ceiling_tok_s = 0, achieved_over_ceiling = 0;
@@ -46,6 +57,8 @@ struct BenchResult {
   int64_t page_cache_growth_bytes = 0;  // /proc/meminfo Cached after - before
   uint64_t decode_bytes_read = 0;
   uint64_t evictions = 0;
+  uint64_t warm_shards = 0, warm_bytes = 0;  // preloaded by --warm before the prompt
+  double warm_seconds = 0;
   std::string budget_split;  // Engine::describe_budget()
   std::string io_backend;
   // --gpu (all zero without it). Counters cover the decode phase, like the IO figures.
@@ -57,6 +70,7 @@ struct BenchResult {
   uint64_t gpu_experts_copied = 0, gpu_copy_bytes = 0, gpu_cpu_fallbacks = 0;
   uint64_t gpu_upload_bytes = 0, gpu_evictions = 0;
   double gpu_h2d_gbps = 0, gpu_cpu_matvec_gbps = 0;
+  std::string fault_report;  // Engine::describe_faults(): empty without --io-faults
 };
 
 BenchResult run_bench(const BenchOptions& options);

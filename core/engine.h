@@ -4,7 +4,23 @@
 // that is not a routed expert into RAM, builds the session (KV cache, activations, scratch), and
 // streams routed experts through a ShardCache whose arena gets whatever the budget leaves:
 //
-//   budget = resident weights + KV cache + session scratch + expert arena (+ nothing else)
+//   budget = resident weights + layer arena + KV cache + session scratch + expert arena
+//
+// Everything is sized from the tensor directory (Model::plan) before anything is read or
+// allocated. With a budget, the engine takes the first of these that fits:
+//   1. all non-routed weights resident, the requested batch (-b);
+//   2. layer streaming: only the token embeddings, output_norm and tensors converted at load stay
+//      resident; every block's other tensors and the output head stream through a second
+//      ShardCache (core/streamed_layers.h) whose arena holds two units per size class when it
+//      can (so the next block is read while one computes), else one; the requested batch;
+//   3. the same with a smaller batch (prefill in chunks of fewer tokens, like llama.cpp's
+//      n_ubatch): scratch scales with the batch; a notice says so. Results then equal an in-core
+//      run with that batch (batched and single-token products differ in the last bits).
+// The minimum is the smaller of (1) and (2) at batch 1: resident part + one slot per size class
+// of layer units (if streamed) + KV + scratch at batch 1 + one MoE layer's working set of
+// experts (n_expert_used slots per expert size class). Below it: Error(budget) naming it in MiB.
+// A layer arena between one/two units per class and all of them is not planned: blocks are
+// visited cyclically, so LRU would miss on every one of them anyway.
 //
 // Budget modes:
 //   budget_bytes > 0          a hard ceiling; below the minimum -> Error(budget) stating it
@@ -14,23 +30,37 @@
 //   in_core                   the reference path: experts loaded into RAM with the rest, no cache
 // Every mode gives bit-identical logits: the same bytes reach the same kernels.
 //
+// Architectures: the llama-family forward pass (core::Session: llama, qwen3moe, deepseek2, ...)
+// and kimi-k3 (core::KimiK3Session, hybrid KDA + MLA). Both take routed experts from the same
+// ExpertSource, so kimi-k3's experts are shards like any other: streamed, cached, prefetched and
+// checksummed by the same cache. For kimi-k3 the recurrent state (KDA conv + delta-rule state)
+// counts against the budget next to the MLA cache; its non-routed weights always stay resident
+// (no layer streaming yet), and a tight budget halves its prompt batch until the scratch fits.
+//
 // With `gpu`, the session's weight products are offered to a GpuTier (VRAM, its own budget
 // `gpu_options.vram_bytes`, not counted in budget_bytes); the routed experts reach the session
 // through a TrackedExpertSource so the tier knows which expert a pinned view is. GPU runs give
 // the CPU run's greedy tokens, not its bit-identical logits.
 #pragma once
 
+#include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "cache/shard_cache.h"
+#include "cache/warm_start.h"
 #include "core/expert_source.h"
 #include "core/gpu_tier.h"
+#include "core/kimi_k3_model.h"
+#include "core/kimi_k3_session.h"
 #include "core/model.h"
 #include "core/session.h"
 #include "core/streamed_experts.h"
+#include "core/streamed_layers.h"
 #include "core/tracked_expert_source.h"
+#include "io/fault_reader.h"
 #include "io/open_reader.h"
 #include "kernels/thread_pool.h"
 
@@ -52,18 +82,33 @@ struct EngineOptions {
   // --gpu: a VRAM tier above the RAM cache (core/gpu_tier.h); VRAM is not part of budget_bytes.
   bool gpu = false;
   GpuTierOptions gpu_options;
+  // Warm start (cache/warm_start.h): a profile file (`--profile-out`, `sluice tune
+  // --profile-out`). Loaded and checked against the model here; it also becomes the policy's
+  // profile when policy_options has none (hot-pin then pins its hottest shards). The preload
+  // itself runs in warm_up(), so the caller can show progress.
+  std::string warm_profile;
+  // Debugging and tests (--io-faults): shard reads go through an io::FaultInjectingReader. The
+  // model's resident tensors and header load through the plain reader; only streamed expert
+  // shards, the data the checksums and the re-read guard, see the faults.
+  std::optional<io::FaultOptions> faults;
 };
 
 struct BudgetSplit {
-  uint64_t resident_weights = 0;  // non-routed tensors in RAM (all tensors when in-core)
+  uint64_t resident_weights = 0;  // tensors in RAM (all tensors when in-core)
+  uint64_t layer_arena = 0;       // the streamed layers' cache (0: every layer resident)
   uint64_t kv_cache = 0;
+  uint64_t recurrent_state = 0;   // kimi-k3's KDA state (0 for other architectures)
   uint64_t scratch = 0;           // activations, router and matmul scratch
   uint64_t expert_arena = 0;      // the shard cache's arena
   uint64_t expert_min = 0;        // the arena's minimum: one MoE layer's working set
   uint64_t routed_expert_bytes = 0;  // all routed experts in the file
   uint64_t budget = 0;            // the ceiling in force (0: unlimited)
-  uint64_t total() const { return resident_weights + kv_cache + scratch + expert_arena; }
-  uint64_t minimum() const { return resident_weights + kv_cache + scratch + expert_min; }
+  uint64_t min_budget = 0;        // the smallest budget this model runs in (see above)
+  int64_t n_batch = 0;            // the batch in force (may be below the requested one)
+  uint64_t total() const {
+    return resident_weights + layer_arena + kv_cache + recurrent_state + scratch + expert_arena;
+  }
+  uint64_t minimum() const { return min_budget; }
 };
 
 class Engine {
@@ -71,20 +116,40 @@ class Engine {
   explicit Engine(const EngineOptions& options);
   ~Engine();
 
-  Session& session() { return *session_; }
-  // One forward pass; tells the cache a new step began (policies age, stats count tokens).
-  std::span<const float> forward(std::span<const int32_t> tokens, int64_t start_pos, bool all_logits = true) {
-    if (cache_) cache_->begin_token();
-    return session_->forward(tokens, start_pos, all_logits);
-  }
-  const Model& model() const { return *model_; }
+  // One forward pass of whichever session the model needs; tells the caches a new step began
+  // (policies age, stats count tokens).
+  std::span<const float> forward(std::span<const int32_t> tokens, int64_t start_pos, bool all_logits = true);
+  // What every architecture has.
+  const GgufFile& gguf() const;
+  std::string describe_model() const;
+  int64_t n_vocab() const;
+  int64_t n_ctx() const;
+  int64_t n_batch() const;
+  bool is_kimi_k3() const { return k3_session_ != nullptr; }
+  // The llama-family session and model; Error(unsupported) for kimi-k3.
+  Session& session();
+  const Model& model() const;
+  KimiK3Session* kimi_k3_session() { return k3_session_.get(); }  // null for other architectures
+  const KimiK3Model* kimi_k3_model() const { return k3_model_.get(); }
   io::Reader& reader() { return *reader_; }
   cache::ShardCache* cache() { return cache_.get(); }  // null when in-core
+  cache::ShardCache* layer_cache() { return layer_cache_.get(); }  // null when every layer is resident
+  // What --io-faults injected so far; nullopt without it.
+  std::optional<io::FaultCounts> fault_counts() const;
+  // Shards read a second time after a failed or corrupt landing (CachedExpertSource).
+  uint64_t shard_rereads() const;
   GpuTier* gpu() { return gpu_.get(); }                 // null without --gpu
   kernels::ThreadPool& pool() { return *pool_; }
   const BudgetSplit& budget() const { return split_; }
+  // Preloads the warm profile's most-used experts up to the arena's capacity (nothing when no
+  // profile was given or experts are in core). Call before the first token.
+  cache::WarmResult warm_up(const std::function<void(uint64_t, uint64_t)>& progress = {});
+  bool has_warm_profile() const { return !warm_keys_.empty(); }
   const std::vector<std::string>& notices() const { return notices_; }
   bool verifying() const { return verifying_; }
+  // With --io-faults: "io faults injected: ...; corrupt extents detected N, shards re-read N";
+  // empty otherwise. Names are stable (tests parse them).
+  std::string describe_faults() const;
   // "budget 1.0 GiB = resident 412 MiB + KV 8 MiB + scratch 3 MiB + expert cache 601 MiB"
   std::string describe_budget() const;
 
@@ -94,14 +159,29 @@ class Engine {
   EngineOptions options_;
   std::vector<std::string> notices_;
   std::unique_ptr<io::Reader> reader_;
+  io::Reader* plain_reader_ = nullptr;              // reader_, or the one inside faulty_
+  io::FaultInjectingReader* faulty_ = nullptr;      // reader_ when --io-faults is set
   std::unique_ptr<kernels::ThreadPool> pool_;
   std::unique_ptr<Model> model_;
+  cache::ExpertProfile warm_profile_;  // outlives cache_: the policy may point at it
+  std::vector<cache::ShardKey> warm_keys_;
   std::unique_ptr<ExpertSource> experts_;
   CachedExpertSource* streamed_ = nullptr;  // experts_ when streaming
   std::unique_ptr<TrackedExpertSource> tracked_;  // over experts_ with --gpu
+  std::unique_ptr<io::Reader> layer_reader_;  // the layer cache reaps its own completions
+  std::unique_ptr<StreamedLayers> layers_;
   std::unique_ptr<Session> session_;
   std::unique_ptr<cache::ShardCache> cache_;
-  std::unique_ptr<GpuTier> gpu_;
+  std::unique_ptr<cache::ShardCache> layer_cache_;
+  std::unique_ptr<KimiK3Model> k3_model_;
+  std::unique_ptr<KimiK3Session> k3_session_;
+  std::unique_ptr<GpuTier> gpu_;  // last: it page-locks the cache's arena and serves the session
+
+  // kimi-k3: loads the model, builds its session and (when streaming) the expert cache.
+  void open_kimi_k3(bool stream);
+  // Sizes the expert arena from what the budget leaves after split_'s fixed parts and creates
+  // the cache; `too_small` is thrown when not even one MoE layer's experts fit.
+  void attach_expert_cache(uint64_t all_experts_arena, const Error& too_small);
   BudgetSplit split_;
   bool verifying_ = false;
 };

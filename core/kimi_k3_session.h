@@ -78,6 +78,8 @@ class KimiK3Session {
   uint64_t recurrent_state_bytes() const { return state_.recurrent_bytes(); }
   uint64_t kv_cache_bytes() const { return state_.kv_bytes(); }
   uint64_t scratch_bytes() const;
+  // scratch_bytes() of a session with these options, without allocating (core/kimi_k3_session_size.cpp).
+  static uint64_t scratch_bytes_for(const KimiK3Model& model, const KimiK3SessionOptions& options, unsigned threads);
 
  private:
   void kda(int64_t il, int64_t n);

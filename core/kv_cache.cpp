@@ -1,5 +1,7 @@
 #include "core/kv_cache.h"
 
+#include <algorithm>
+
 #include "common/error.h"
 #include "common/units.h"
 #include "kernels/quant.h"
@@ -15,6 +17,13 @@ KvCache::KvCache(const ModelConfig& c, GgmlType type, int64_t n_ctx)
   const uint64_t row = k_row_bytes() + v_row_bytes();
   layer_bytes_ = checked_mul(row, static_cast<uint64_t>(n_ctx), "KV cache layer bytes");
   data_.resize(checked_mul(layer_bytes_, static_cast<uint64_t>(c.n_layer), "KV cache bytes"));
+}
+
+uint64_t KvCache::bytes_for(const ModelConfig& c, GgmlType type, int64_t n_ctx) {
+  const uint64_t elem = type == GgmlType::F16 ? 2 : 4;
+  const uint64_t row = (static_cast<uint64_t>(c.k_row()) + static_cast<uint64_t>(c.v_row())) * elem;
+  return checked_mul(checked_mul(row, static_cast<uint64_t>(std::max<int64_t>(n_ctx, 0)), "KV cache layer bytes"),
+                     static_cast<uint64_t>(c.n_layer), "KV cache bytes");
 }
 
 void KvCache::store(const float* src, std::byte* dst, int64_t n) const {

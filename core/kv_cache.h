@@ -25,6 +25,9 @@ class KvCache {
   // Error(invalid_argument) for a type other than F16/F32 or a non-positive n_ctx.
   KvCache(const ModelConfig& config, GgmlType type, int64_t n_ctx);
 
+  // bytes() of a cache with these parameters, without allocating it.
+  static uint64_t bytes_for(const ModelConfig& config, GgmlType type, int64_t n_ctx);
+
   GgmlType type() const { return type_; }
   int64_t n_ctx() const { return n_ctx_; }
   size_t elem_bytes() const { return type_ == GgmlType::F16 ? 2 : 4; }

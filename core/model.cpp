@@ -57,7 +57,7 @@ class ModelLoader {
  public:
   ModelLoader(io::Reader& reader, const LoadOptions& options) : reader_(reader), options_(options) {}
 
-  Model run() {
+  Model run(bool read = true) {
     Model m;
     m.gguf_ = std::make_unique<GgufFile>(GgufFile::parse(reader_));
     const GgufFile& f = *m.gguf_;
@@ -67,13 +67,14 @@ class ModelLoader {
     m.layers_.resize(static_cast<size_t>(c.n_layer));
     m.has_routed_experts_ = options_.load_routed_experts;
 
+    model_ = &m;
     plan(f, "token_embd.weight", &m.token_embd_);
     plan(f, "output_norm.weight", &m.output_norm_);
-    plan(f, "output.weight", &m.output_);
+    plan(f, "output.weight", &m.output_, c.n_layer);
     for (int64_t il = 0; il < c.n_layer; ++il) {
       LayerWeights& L = m.layers_[static_cast<size_t>(il)];
       const std::string b = "blk." + std::to_string(il) + ".";
-      auto p = [&](const char* name, Tensor* t) { plan(f, b + name, t); };
+      auto p = [&](const char* name, Tensor* t) { plan(f, b + name, t, il, member_of(L, t)); };
       p("attn_norm.weight", &L.attn_norm);
       p("ffn_norm.weight", &L.ffn_norm);
       p("attn_q.weight", &L.wq);
@@ -109,6 +110,11 @@ class ModelLoader {
       }
     }
 
+    m.arena_bytes_ = total_;
+    if (!read) {
+      if (!f.find_tensor("output.weight")) m.output_ = m.token_embd_;
+      return m;
+    }
     void* mem = std::aligned_alloc(kAlign, std::max<uint64_t>(total_, kAlign));
     if (!mem)
       throw Error(ErrorCode::budget, "cannot allocate " + human_bytes(total_) + " for the weights of '" +
@@ -116,7 +122,7 @@ class ModelLoader {
     m.arena_.reset(static_cast<std::byte*>(mem));
     m.arena_bytes_ = total_;
     for (Slot& s : slots_) fill(s, m.arena_.get(), c);
-    if (!m.output_) m.output_ = m.token_embd_;
+    if (!f.find_tensor("output.weight")) m.output_ = m.token_embd_;
     return m;
   }
 
@@ -127,13 +133,29 @@ class ModelLoader {
     slots_.push_back(s);
   }
 
-  void plan(const GgufFile& f, const std::string& name, Tensor* dst) {
+  static Tensor LayerWeights::*member_of(LayerWeights& L, Tensor* t) {
+    static constexpr Tensor LayerWeights::*kMembers[] = {
+        &LayerWeights::attn_norm, &LayerWeights::ffn_norm,   &LayerWeights::wq,         &LayerWeights::wk,
+        &LayerWeights::wv,        &LayerWeights::wo,         &LayerWeights::q_norm,     &LayerWeights::k_norm,
+        &LayerWeights::wq_a,      &LayerWeights::q_a_norm,   &LayerWeights::wq_b,       &LayerWeights::wkv_a_mqa,
+        &LayerWeights::kv_a_norm, &LayerWeights::wk_b,       &LayerWeights::wv_b,       &LayerWeights::ffn_gate,
+        &LayerWeights::ffn_up,    &LayerWeights::ffn_down,   &LayerWeights::gate_inp,   &LayerWeights::exp_probs_b,
+        &LayerWeights::gate_exps, &LayerWeights::up_exps,    &LayerWeights::down_exps,  &LayerWeights::gate_shexp,
+        &LayerWeights::up_shexp,  &LayerWeights::down_shexp};
+    for (auto m : kMembers)
+      if (&(L.*m) == t) return m;
+    throw Error(ErrorCode::internal, "tensor field outside LayerWeights");
+  }
+
+  // `block` and `member` say where a streamed tensor belongs (block n_layer: the output head).
+  void plan(const GgufFile& f, const std::string& name, Tensor* dst, int64_t block = -1,
+            Tensor LayerWeights::*member = nullptr) {
     const GgufTensorInfo* t = f.find_tensor(name);
     if (!t) return;
+    dst->type = t->type;
+    dst->ne = t->ne;
+    dst->row_bytes = t->row_bytes;
     if (!options_.load_routed_experts && is_routed_expert(name)) {
-      dst->type = t->type;
-      dst->ne = t->ne;
-      dst->row_bytes = t->row_bytes;
       return;  // data stays null: an ExpertSource provides it
     }
     Slot s{dst, t, Conversion::copy, 0, t->n_bytes};
@@ -141,6 +163,12 @@ class ModelLoader {
     if (t->type != GgmlType::F32 && (one_d || (options_.widen_f16_to_f32 && t->type == GgmlType::F16))) {
       s.conv = Conversion::to_f32;
       s.bytes = checked_mul(t->n_elements, 4, name);
+      dst->type = GgmlType::F32;
+      dst->row_bytes = static_cast<size_t>(t->ne[0]) * 4;
+    }
+    if (options_.stream_layer_tensors && block >= 0 && s.conv == Conversion::copy && !is_routed_expert(name)) {
+      model_->streamed_.push_back({block, member, t});
+      return;  // data stays null: a LayerSource provides it
     }
     reserve(s);
   }
@@ -160,12 +188,22 @@ class ModelLoader {
     reserve(Slot{v_b, &t, Conversion::kv_b_to_v_b, 0, v_b->row_bytes * c.v_head_dim * c.n_head});
   }
 
+  void read_checked(const GgufTensorInfo& t, std::span<std::byte> dst) {
+    reader_.read_sync(t.file_offset, dst);
+    if (!options_.check_tensor || options_.check_tensor(t, dst)) return;
+    reader_.read_sync(t.file_offset, dst);  // one re-read: the first copy may have been hit in transit
+    if (options_.check_tensor(t, dst)) return;
+    throw Error(ErrorCode::corrupt_data, "tensor '" + t.name + "' (" + std::to_string(t.n_bytes) + " bytes at offset " +
+                                             std::to_string(t.file_offset) + " of '" + reader_.path() +
+                                             "'): XXH3-64 differs from the index (sluice index) after one re-read");
+  }
+
   void fill(Slot& s, std::byte* arena, const ModelConfig& c) {
     std::byte* dst = arena + s.offset;
     const GgufTensorInfo& t = *s.src;
     Tensor& out = *s.dst;
     if (s.conv == Conversion::copy) {
-      reader_.read_sync(t.file_offset, {dst, t.n_bytes});
+      read_checked(t, {dst, t.n_bytes});
       out.type = t.type;
       out.ne = t.ne;
       out.row_bytes = t.row_bytes;
@@ -173,7 +211,7 @@ class ModelLoader {
       return;
     }
     raw_.resize(t.n_bytes);
-    reader_.read_sync(t.file_offset, raw_);
+    read_checked(t, raw_);
     const int64_t rows = static_cast<int64_t>(t.n_elements) / t.ne[0];
     if (s.conv == Conversion::to_f32) {
       float* y = reinterpret_cast<float*>(dst);
@@ -213,6 +251,7 @@ class ModelLoader {
 
   io::Reader& reader_;
   LoadOptions options_;
+  Model* model_ = nullptr;
   std::vector<Slot> slots_;
   uint64_t total_ = 0;
   std::vector<std::byte> raw_;
@@ -220,6 +259,10 @@ class ModelLoader {
 
 Model Model::load(io::Reader& reader, const LoadOptions& options) {
   return ModelLoader(reader, options).run();
+}
+
+Model Model::plan(io::Reader& reader, const LoadOptions& options) {
+  return ModelLoader(reader, options).run(false);
 }
 
 Model Model::load(const std::string& path, const LoadOptions& options) {

@@ -11,13 +11,22 @@
 //     ([kv_lora, v_head, n_head], the kv_b rows as stored) form, so one absorbed-MLA forward pass
 //     serves both forms;
 //   - with `load_routed_experts = false`, the routed expert tensors (`ffn_*_exps`) are not read:
-//     an out-of-core ExpertSource supplies them (see core/expert_source.h).
+//     an out-of-core ExpertSource supplies them (see core/expert_source.h);
+//   - with `stream_layer_tensors = true`, every per-block tensor that is used as stored (no
+//     conversion at load) and the output head (`output.weight`, when not tied to the embeddings)
+//     are not read either: a LayerSource streams them layer by layer (core/layer_source.h).
+//     What still loads: token embeddings, output_norm, and tensors converted at load (1-D tensors
+//     stored as F16/BF16, the attn_kv_b split). streamed() lists the tensors left out.
+// Tensors left out keep their type, shape and row size (data == nullptr), so scratch can be sized.
+// Model::plan() does all of this without allocating or reading: the sizes a budget decides on.
 //
 // Every tensor's name, shape and type is checked against the architecture (core/model_config.h)
 // before anything is read.
 #pragma once
 
 #include <array>
+#include <functional>
+#include <span>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -68,6 +77,18 @@ struct LayerWeights {
 struct LoadOptions {
   bool widen_f16_to_f32 = false;
   bool load_routed_experts = true;
+  // Optional: sees each tensor's file bytes as read, before any conversion. When it returns
+  // false the tensor is read once more; a second false is Error(corrupt_data) naming the tensor
+  // and its offset. The engine checks resident tensors against the shard index with it.
+  std::function<bool(const GgufTensorInfo&, std::span<const std::byte>)> check_tensor = nullptr;
+  bool stream_layer_tensors = false;
+};
+
+// A non-routed tensor left out of the load for a LayerSource to stream.
+struct StreamedTensor {
+  int64_t block = 0;                      // transformer block; n_layer for the output head
+  Tensor LayerWeights::*member = nullptr;  // its field in LayerWeights; null for the output head
+  const GgufTensorInfo* info = nullptr;    // in Model::gguf()
 };
 
 class Model {
@@ -75,6 +96,9 @@ class Model {
   // Opens `path` with a PreadReader.
   static Model load(const std::string& path, const LoadOptions& options = {});
   static Model load(io::Reader& reader, const LoadOptions& options = {});
+  // Parses and checks the file and plans the load without reading any weight: weight_bytes(),
+  // shapes and streamed() are those of load(); no tensor has data.
+  static Model plan(io::Reader& reader, const LoadOptions& options = {});
 
   const ModelConfig& config() const { return config_; }
   const GgufFile& gguf() const { return *gguf_; }
@@ -84,6 +108,7 @@ class Model {
   const LayerWeights& layer(int64_t il) const { return layers_[static_cast<size_t>(il)]; }
   uint64_t weight_bytes() const { return arena_bytes_; }
   bool has_routed_experts() const { return has_routed_experts_; }
+  const std::vector<StreamedTensor>& streamed() const { return streamed_; }
 
  private:
   struct Free {
@@ -96,6 +121,7 @@ class Model {
   Tensor token_embd_, output_norm_, output_;
   std::vector<LayerWeights> layers_;
   bool has_routed_experts_ = true;
+  std::vector<StreamedTensor> streamed_;
 
   friend class ModelLoader;
 };

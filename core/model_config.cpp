@@ -16,7 +16,8 @@ class Keys {
   std::string k(const char* name) const { return p_ + name; }
   int64_t req(const char* name) const { return positive(name, f_.get_uint(k(name))); }
   int64_t opt(const char* name, int64_t fallback) const {
-    return static_cast<int64_t>(f_.get_uint_or(k(name), static_cast<uint64_t>(fallback)));
+    if (!f_.has(k(name))) return fallback;
+    return bounded(name, f_.get_uint_or(k(name), 0));
   }
   float optf(const char* name, double fallback) const {
     return static_cast<float>(f_.get_float_or(k(name), fallback));
@@ -26,11 +27,20 @@ class Keys {
   bool optb(const char* name, bool fallback) const { return f_.get_bool_or(k(name), fallback); }
 
  private:
+  // Sizes and counts beyond 2^30 describe no real model; bounding them keeps every product of
+  // two (head count x head size, ...) far from int64 overflow.
+  static constexpr uint64_t kMaxValue = 1ull << 30;
   int64_t positive(const char* name, uint64_t v) const {
-    if (v == 0 || v > (1ull << 40))
-      throw Error(ErrorCode::invalid_file, "key '" + p_ + name + "' = " + std::to_string(v) +
-                                               " is out of range in '" + f_.path() + "'");
+    if (v == 0) throw out_of_range(name, v);
+    return bounded(name, v);
+  }
+  int64_t bounded(const char* name, uint64_t v) const {
+    if (v > kMaxValue) throw out_of_range(name, v);
     return static_cast<int64_t>(v);
+  }
+  Error out_of_range(const char* name, uint64_t v) const {
+    return Error(ErrorCode::invalid_file,
+                 "key '" + p_ + name + "' = " + std::to_string(v) + " is out of range in '" + f_.path() + "'");
   }
   const GgufFile& f_;
   std::string p_;
@@ -69,6 +79,10 @@ ModelConfig ModelConfig::from_gguf(const GgufFile& f) {
   c.n_ctx_train = keys.req("context_length");
   c.n_head = keys.req("attention.head_count");
   c.n_head_kv = keys.opt("attention.head_count_kv", c.n_head);
+  // Without explicit key/value lengths a head is n_embd / n_head wide, which must divide.
+  require(keys.has("attention.key_length") || c.n_embd % c.n_head == 0,
+          "embedding_length " + std::to_string(c.n_embd) + " is not a multiple of attention.head_count " +
+              std::to_string(c.n_head) + " in '" + f.path() + "'");
   c.head_dim_k = keys.opt("attention.key_length", c.n_embd / c.n_head);
   c.head_dim_v = keys.opt("attention.value_length", c.n_embd / c.n_head);
   c.rms_eps = keys.optf("attention.layer_norm_rms_epsilon", 1e-5);
@@ -108,6 +122,9 @@ ModelConfig ModelConfig::from_gguf(const GgufFile& f) {
     case Arch::deepseek2: {
       c.rope.mode = kernels::RopeMode::norm;
       c.n_layer_dense_lead = keys.opt("leading_dense_block_count", 0);
+      require(c.n_layer_dense_lead <= c.n_layer,
+              "deepseek2.leading_dense_block_count " + std::to_string(c.n_layer_dense_lead) +
+                  " is past block_count " + std::to_string(c.n_layer) + " in '" + f.path() + "'");
       c.q_lora_rank = keys.opt("attention.q_lora_rank", 0);
       c.kv_lora_rank = keys.req("attention.kv_lora_rank");
       c.qk_rope = c.rope.n_dims;
@@ -227,7 +244,30 @@ std::vector<TensorSpec> expected_tensors(const ModelConfig& c, const GgufFile& f
   return v;
 }
 
+namespace {
+
+// A tensor "blk.N.*" with N >= block_count would be silently ignored (or, for a reader that
+// sizes per-block tables from the names, indexed out of range): reject it.
+void check_block_indices(const ModelConfig& c, const GgufFile& f) {
+  for (const GgufTensorInfo& t : f.tensors()) {
+    if (t.name.rfind("blk.", 0) != 0) continue;
+    size_t i = 4;
+    uint64_t block = 0;
+    while (i < t.name.size() && t.name[i] >= '0' && t.name[i] <= '9' && block < (1ull << 40)) {
+      block = block * 10 + static_cast<uint64_t>(t.name[i++] - '0');
+    }
+    if (i == 4) continue;  // not a block tensor after all
+    if (block >= static_cast<uint64_t>(c.n_layer))
+      throw Error(ErrorCode::invalid_file, "tensor '" + t.name + "' names block " + std::to_string(block) +
+                                               ", past block_count " + std::to_string(c.n_layer) + " in '" +
+                                               f.path() + "'");
+  }
+}
+
+}  // namespace
+
 void check_tensors(const ModelConfig& c, const GgufFile& f) {
+  check_block_indices(c, f);
   if (c.is_mla() && c.q_lora_rank == 0 && f.find_tensor("blk.0.attn_q_a.weight"))
     throw Error(ErrorCode::invalid_file, "file '" + f.path() +
                                              "' has attn_q_a tensors but no deepseek2.attention.q_lora_rank");

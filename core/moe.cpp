@@ -18,7 +18,7 @@ size_t sz(int64_t n) { return static_cast<size_t>(n); }
 
 void Session::route(int64_t il, int64_t n, int64_t start_pos) {
   const ModelConfig& c = model_.config();
-  const LayerWeights& L = model_.layer(il);
+  const LayerWeights& L = *layer_;
   const int64_t X = c.n_expert, K = c.n_expert_used, GU = c.n_group_used;
   const RouterParams params = RouterParams::from_config(c);
   matmul(L.gate_inp.matrix(), cur_.data(), n, router_logits_.data());
@@ -34,7 +34,7 @@ void Session::route(int64_t il, int64_t n, int64_t start_pos) {
 
 void Session::ffn_moe(int64_t il, int64_t n, int64_t start_pos, float* out) {
   const ModelConfig& c = model_.config();
-  const LayerWeights& L = model_.layer(il);
+  const LayerWeights& L = *layer_;
   const int64_t X = c.n_expert, K = c.n_expert_used, E = c.n_embd, F = c.n_ff_exp;
   route(il, n, start_pos);
 

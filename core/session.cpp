@@ -24,101 +24,155 @@ int64_t default_ctx(const ModelConfig& c, int64_t n_ctx) {
 
 }  // namespace
 
-Session::Session(const Model& model, ExpertSource& experts, kernels::ThreadPool& pool, const SessionOptions& o)
+// Every buffer's element count, from the config, the weights' shapes and the batch; the
+// constructor allocates exactly this and scratch_bytes_for() sums it without allocating.
+struct Session::Sizes {
+  size_t x = 0, cur = 0, attn_out = 0, ffn_out = 0, q = 0, k = 0, v = 0, qa = 0, kva = 0, qcur = 0, kqv = 0,
+         heads_out = 0, head_in = 0, head_res = 0, ffn_g = 0, ffn_u = 0, sh_out = 0, router_logits = 0,
+         router_scratch = 0, route_w = 0, expert_out = 0, xe = 0, ge = 0, ue = 0, de = 0, rope_cache = 0,
+         logits = 0;                                                        // floats
+  size_t route_ids = 0, route_groups = 0, expert_list = 0, gather = 0;   // int32
+  size_t mm_scratch = 0, slots = 0, slot_bytes = 0;                      // bytes
+  int64_t n_slots = 1;
+
+  uint64_t bytes() const {
+    uint64_t f = x + cur + attn_out + ffn_out + q + k + v + qa + kva + qcur + kqv + heads_out + head_in + head_res +
+                 ffn_g + ffn_u + sh_out + router_logits + router_scratch + route_w + expert_out + xe + ge + ue + de +
+                 rope_cache + logits;
+    return 4 * (f + route_ids + route_groups + expert_list + gather) + mm_scratch + slots;
+  }
+
+  static Sizes of(const Model& model, const SessionOptions& o, int64_t n_threads) {
+    const ModelConfig& c = model.config();
+    Sizes z;
+    if (o.n_batch <= 0)
+      throw Error(ErrorCode::invalid_argument, "batch size " + std::to_string(o.n_batch) + " must be positive");
+    const int64_t B = o.n_batch, E = c.n_embd;
+    z.x = z.cur = z.attn_out = z.ffn_out = sz(B * E);
+    int64_t k_len = 0, v_len = 0;
+    if (c.is_mla()) {
+      const int64_t N = c.qk_nope, R = c.qk_rope, L = c.kv_lora_rank, V = c.v_head_dim, H = c.n_head;
+      z.qa = sz(B * c.q_lora_rank);
+      z.q = sz(B * H * (N + R));
+      z.kva = sz(B * (L + R));
+      z.qcur = sz(B * H * (R + L));
+      z.kqv = sz(std::max(B * H * L, R + L));
+      z.heads_out = sz(B * H * V);
+      z.head_in = sz(B * std::max(N, L));
+      z.head_res = sz(B * std::max(L, V));
+      k_len = R + L;
+      v_len = L;
+    } else {
+      z.q = sz(B * c.n_head * c.head_dim_k);
+      z.k = sz(B * c.n_head_kv * c.head_dim_k);
+      z.v = sz(B * c.n_head_kv * c.head_dim_v);
+      z.heads_out = sz(B * c.n_head * c.head_dim_v);
+      k_len = c.head_dim_k;
+      v_len = c.head_dim_v;
+    }
+    z.rope_cache = sz(c.rope.n_dims);
+    int64_t ff = 0;
+    for (int64_t il = 0; il < c.n_layer; ++il) {
+      if (!c.is_moe_layer(il)) ff = std::max(ff, c.n_ff);
+    }
+    ff = std::max({ff, c.n_ff_shexp});
+    z.ffn_g = z.ffn_u = sz(B * ff);
+    if (c.n_expert > 0) {
+      const int64_t X = c.n_expert, K = c.n_expert_used, G = c.n_expert_groups;
+      z.router_logits = sz(B * X);
+      z.router_scratch = sz(2 * X + 2 * G);
+      z.route_ids = z.route_w = sz(B * K);
+      z.route_groups = sz(B * c.n_group_used);
+      z.expert_out = sz(B * K * E);
+      z.expert_list = sz(X);
+      z.gather = sz(B * K);
+      z.xe = z.de = z.sh_out = sz(B * E);
+      z.ge = z.ue = sz(B * c.n_ff_exp);
+    }
+    z.logits = sz(B * c.n_vocab);
+
+    size_t mm = 0;
+    auto need = [&](const Tensor& t) {
+      if (t.ne[0] > 0 && (t.data || t.row_bytes)) {
+        mm = std::max(mm, kernels::matmul_scratch_bytes(t.type, t.ne[0], B));
+        if (t.type == GgmlType::F16) mm = std::max(mm, sz(t.ne[0] * B) * 4);
+      }
+    };
+    need(model.output());
+    for (int64_t il = 0; il < c.n_layer; ++il) {
+      const LayerWeights& L = model.layer(il);
+      for (const Tensor* t : {&L.wq, &L.wk, &L.wv, &L.wo, &L.wq_a, &L.wq_b, &L.wkv_a_mqa, &L.wk_b, &L.wv_b,
+                              &L.ffn_gate, &L.ffn_up, &L.ffn_down, &L.gate_inp, &L.gate_exps, &L.up_exps,
+                              &L.down_exps, &L.gate_shexp, &L.up_shexp, &L.down_shexp})
+        need(*t);
+    }
+    z.mm_scratch = std::max<size_t>(mm, kAlign);
+
+    z.n_slots = std::max<int64_t>(1, n_threads);
+    const int64_t n_ctx = default_ctx(c, o.n_ctx);
+    const GgmlType qt = kernels::vec_dot_type(o.kv_type);
+    z.slot_bytes = align_up(sz(n_ctx) * 4) + align_up(sz(n_ctx) * 2) +
+                   align_up(ggml_row_bytes(qt, static_cast<uint64_t>(k_len))) + align_up(sz(v_len) * 4) +
+                   align_up(sz(n_ctx) * 4);
+    z.slots = z.slot_bytes * sz(z.n_slots);
+    return z;
+  }
+};
+
+Session::Session(const Model& model, ExpertSource& experts, kernels::ThreadPool& pool, const SessionOptions& o,
+                 LayerSource* layers)
     : model_(model),
       experts_(experts),
+      resident_layers_(model),
+      layers_(layers ? *layers : resident_layers_),
       pool_(pool),
       n_batch_(o.n_batch),
       kv_(model.config(), o.kv_type, default_ctx(model.config(), o.n_ctx)) {
-  const ModelConfig& c = model.config();
-  if (n_batch_ <= 0) throw Error(ErrorCode::invalid_argument, "batch size " + std::to_string(n_batch_) + " must be positive");
-  const int64_t B = n_batch_, E = c.n_embd;
-  x_.resize(sz(B * E));
-  cur_.resize(sz(B * E));
-  attn_out_.resize(sz(B * E));
-  ffn_out_.resize(sz(B * E));
-  int64_t k_len = 0, v_len = 0;
-  if (c.is_mla()) {
-    const int64_t N = c.qk_nope, R = c.qk_rope, L = c.kv_lora_rank, V = c.v_head_dim, H = c.n_head;
-    qa_.resize(sz(B * c.q_lora_rank));
-    q_.resize(sz(B * H * (N + R)));
-    kva_.resize(sz(B * (L + R)));
-    qcur_.resize(sz(B * H * (R + L)));
-    kqv_.resize(sz(std::max(B * H * L, R + L)));
-    heads_out_.resize(sz(B * H * V));
-    head_in_.resize(sz(B * std::max(N, L)));
-    head_res_.resize(sz(B * std::max(L, V)));
-    k_len = R + L;
-    v_len = L;
-  } else {
-    q_.resize(sz(B * c.n_head * c.head_dim_k));
-    k_.resize(sz(B * c.n_head_kv * c.head_dim_k));
-    v_.resize(sz(B * c.n_head_kv * c.head_dim_v));
-    heads_out_.resize(sz(B * c.n_head * c.head_dim_v));
-    k_len = c.head_dim_k;
-    v_len = c.head_dim_v;
-  }
-  rope_cache_.resize(sz(c.rope.n_dims));
-  int64_t ff = 0;
-  for (int64_t il = 0; il < c.n_layer; ++il) {
-    if (!c.is_moe_layer(il)) ff = std::max(ff, c.n_ff);
-  }
-  ff = std::max({ff, c.n_ff_shexp});
-  ffn_g_.resize(sz(B * ff));
-  ffn_u_.resize(sz(B * ff));
-  if (c.n_expert > 0) {
-    const int64_t X = c.n_expert, K = c.n_expert_used, G = c.n_expert_groups;
-    router_logits_.resize(sz(B * X));
-    router_scratch_.resize(sz(2 * X + 2 * G));
-    route_ids_.resize(sz(B * K));
-    route_w_.resize(sz(B * K));
-    route_groups_.resize(sz(B * c.n_group_used));
-    expert_out_.resize(sz(B * K * E));
-    expert_list_.resize(sz(X));
-    gather_.resize(sz(B * K));
-    xe_.resize(sz(B * E));
-    ge_.resize(sz(B * c.n_ff_exp));
-    ue_.resize(sz(B * c.n_ff_exp));
-    de_.resize(sz(B * E));
-    sh_out_.resize(sz(B * E));
-  }
-  logits_.resize(sz(B * c.n_vocab));
-
-  size_t mm = 0;
-  auto need = [&](const Tensor& t) {
-    if (t.ne[0] > 0 && (t.data || t.row_bytes)) {
-      mm = std::max(mm, kernels::matmul_scratch_bytes(t.type, t.ne[0], B));
-      if (t.type == GgmlType::F16) mm = std::max(mm, sz(t.ne[0] * B) * 4);
-    }
-  };
-  need(model.output());
-  for (int64_t il = 0; il < c.n_layer; ++il) {
-    const LayerWeights& L = model.layer(il);
-    for (const Tensor* t : {&L.wq, &L.wk, &L.wv, &L.wo, &L.wq_a, &L.wq_b, &L.wkv_a_mqa, &L.wk_b, &L.wv_b,
-                            &L.ffn_gate, &L.ffn_up, &L.ffn_down, &L.gate_inp, &L.gate_exps, &L.up_exps,
-                            &L.down_exps, &L.gate_shexp, &L.up_shexp, &L.down_shexp})
-      need(*t);
-  }
-  mm_scratch_.resize(std::max<size_t>(mm, kAlign));
-
-  n_slots_ = std::max<int64_t>(1, pool.size());
-  const int64_t n_ctx = kv_.n_ctx();
-  const GgmlType qt = kernels::vec_dot_type(kv_.type());
-  slot_bytes_ = align_up(sz(n_ctx) * 4) + align_up(sz(n_ctx) * 2) +
-                align_up(ggml_row_bytes(qt, static_cast<uint64_t>(k_len))) + align_up(sz(v_len) * 4) +
-                align_up(sz(n_ctx) * 4);
-  slots_.resize(slot_bytes_ * sz(n_slots_));
+  const Sizes z = Sizes::of(model, o, static_cast<int64_t>(pool.size()));
+  x_.resize(z.x);
+  cur_.resize(z.cur);
+  attn_out_.resize(z.attn_out);
+  ffn_out_.resize(z.ffn_out);
+  q_.resize(z.q);
+  k_.resize(z.k);
+  v_.resize(z.v);
+  qa_.resize(z.qa);
+  kva_.resize(z.kva);
+  qcur_.resize(z.qcur);
+  kqv_.resize(z.kqv);
+  heads_out_.resize(z.heads_out);
+  head_in_.resize(z.head_in);
+  head_res_.resize(z.head_res);
+  ffn_g_.resize(z.ffn_g);
+  ffn_u_.resize(z.ffn_u);
+  sh_out_.resize(z.sh_out);
+  router_logits_.resize(z.router_logits);
+  router_scratch_.resize(z.router_scratch);
+  route_w_.resize(z.route_w);
+  expert_out_.resize(z.expert_out);
+  xe_.resize(z.xe);
+  ge_.resize(z.ge);
+  ue_.resize(z.ue);
+  de_.resize(z.de);
+  rope_cache_.resize(z.rope_cache);
+  logits_.resize(z.logits);
+  route_ids_.resize(z.route_ids);
+  route_groups_.resize(z.route_groups);
+  expert_list_.resize(z.expert_list);
+  gather_.resize(z.gather);
+  mm_scratch_.resize(z.mm_scratch);
+  n_slots_ = z.n_slots;
+  slot_bytes_ = z.slot_bytes;
+  slots_.resize(z.slots);
+  scratch_bytes_ = z.bytes();
 }
 
-uint64_t Session::scratch_bytes() const {
-  uint64_t f = 0;
-  for (const std::vector<float>* v :
-       {&x_, &cur_, &attn_out_, &ffn_out_, &q_, &k_, &v_, &qa_, &kva_, &qcur_, &kqv_, &heads_out_, &head_in_,
-        &head_res_, &ffn_g_, &ffn_u_, &sh_out_, &router_logits_, &router_scratch_, &route_w_,
-        &expert_out_, &xe_, &ge_, &ue_, &de_, &rope_cache_, &logits_})
-    f += v->size() * 4;
-  return f + mm_scratch_.size() + slots_.size() +
-         4 * (route_ids_.size() + route_groups_.size() + expert_list_.size() + gather_.size());
+uint64_t Session::scratch_bytes_for(const Model& model, const SessionOptions& options, unsigned threads) {
+  return Sizes::of(model, options, std::max(1u, threads)).bytes();
+}
+
+uint64_t Session::kv_bytes_for(const ModelConfig& config, const SessionOptions& options) {
+  return KvCache::bytes_for(config, options.kv_type, default_ctx(config, options.n_ctx));
 }
 
 void Session::matmul(const kernels::WeightMatrix& w, const float* x, int64_t n, float* y, MatKind kind) {
@@ -168,7 +222,9 @@ std::span<const float> Session::forward(std::span<const int32_t> tokens, int64_t
   const std::span<float> x{x_.data(), sz(n * E)};
   const std::span<float> cur{cur_.data(), sz(n * E)};
   for (int64_t il = 0; il < c.n_layer; ++il) {
-    const LayerWeights& L = model_.layer(il);
+    LayerPin pin(layers_, il);
+    const LayerWeights& L = pin.weights();
+    layer_ = &L;
     kernels::rms_norm(x, L.attn_norm.f32(), c.rms_eps, E, cur);
     if (c.is_mla()) attention_mla(il, n, start_pos);
     else attention_gqa(il, n, start_pos);
@@ -183,7 +239,9 @@ std::span<const float> Session::forward(std::span<const int32_t> tokens, int64_t
   const std::span<float> xo{x_.data() + first * E, sz(n_out * E)};
   const std::span<float> co{cur_.data(), sz(n_out * E)};
   kernels::rms_norm(xo, model_.output_norm().f32(), c.rms_eps, E, co);
-  matmul(model_.output().matrix(), co.data(), n_out, logits_.data());
+  layer_ = nullptr;
+  matmul(layers_.acquire_output().matrix(), co.data(), n_out, logits_.data());
+  layers_.release_output();
   return {logits_.data(), sz(n_out * c.n_vocab)};
 }
 

@@ -36,6 +36,7 @@
 #include "core/expert_source.h"
 #include "core/kv_cache.h"
 #include "core/matmul_offload.h"
+#include "core/layer_source.h"
 #include "core/model.h"
 #include "kernels/thread_pool.h"
 
@@ -65,8 +66,16 @@ class RoutingObserver {
 
 class Session {
  public:
+  // `layers`: where block weights come from (null: the Model's own, all resident).
   Session(const Model& model, ExpertSource& experts, kernels::ThreadPool& pool,
-          const SessionOptions& options = {});
+          const SessionOptions& options = {}, LayerSource* layers = nullptr);
+  // scratch_bytes() of a session with these options, computed without allocating (the budget is
+  // checked before anything is allocated). `model` may be a Model::plan().
+  Session(const Session&) = delete;  // layers_ may point at resident_layers_
+  Session& operator=(const Session&) = delete;
+  static uint64_t scratch_bytes_for(const Model& model, const SessionOptions& options, unsigned threads);
+  // kv_cache().bytes() of such a session, without allocating.
+  static uint64_t kv_bytes_for(const ModelConfig& config, const SessionOptions& options);
 
   // Error(invalid_argument): empty or more than n_batch tokens, a token id outside the
   // vocabulary, or positions past the context.
@@ -79,7 +88,7 @@ class Session {
   int64_t n_ctx() const { return kv_.n_ctx(); }
   int64_t n_batch() const { return n_batch_; }
   const KvCache& kv_cache() const { return kv_; }
-  uint64_t scratch_bytes() const;
+  uint64_t scratch_bytes() const { return scratch_bytes_; }
 
  private:
   void attention_gqa(int64_t il, int64_t n, int64_t start_pos);
@@ -97,8 +106,13 @@ class Session {
   enum class MatKind { plain, permuted, mul_mat_id };
   void matmul(const kernels::WeightMatrix& w, const float* x, int64_t n, float* y, MatKind kind = MatKind::plain);
 
+  struct Sizes;
   const Model& model_;
   ExpertSource& experts_;
+  ResidentLayers resident_layers_;
+  LayerSource& layers_;
+  const LayerWeights* layer_ = nullptr;  // the block forward() is computing
+  uint64_t scratch_bytes_ = 0;
   kernels::ThreadPool& pool_;
   int64_t n_batch_;
   KvCache kv_;

@@ -16,13 +16,13 @@ std::string expert_tensor_name(int block, int part) {
 
 }  // namespace
 
-StreamedLayout build_shard_layout(const GgufFile& file, const ModelConfig& config, const ShardIndex* index) {
+StreamedLayout build_shard_layout(const GgufFile& file, const ExpertGeometry& config, const ShardIndex* index) {
   StreamedLayout s;
   s.layout.n_expert = static_cast<uint32_t>(config.n_expert);
   s.layout.n_expert_used = static_cast<uint32_t>(config.n_expert_used);
   s.moe_layer_of_block.assign(static_cast<size_t>(config.n_layer), -1);
   for (int64_t il = 0; il < config.n_layer; ++il) {
-    if (!config.is_moe_layer(il)) continue;
+    if (!config.moe_layer[static_cast<size_t>(il)]) continue;
     cache::LayerLayout layer;
     for (int part = 0; part < 3; ++part) {
       const GgufTensorInfo& t = file.tensor(expert_tensor_name(static_cast<int>(il), part));
@@ -48,7 +48,7 @@ StreamedLayout build_shard_layout(const GgufFile& file, const ModelConfig& confi
   return s;
 }
 
-CachedExpertSource::CachedExpertSource(const GgufFile& file, const ModelConfig& config, StreamedLayout layout)
+CachedExpertSource::CachedExpertSource(const GgufFile& file, const ExpertGeometry& config, StreamedLayout layout)
     : layout_(std::move(layout)), shapes_(static_cast<size_t>(config.n_layer)) {
   for (int block : layout_.block_of_moe_layer) {
     ExpertShape& shape = shapes_[static_cast<size_t>(block)];
@@ -121,7 +121,22 @@ cache::ShardCache::Pin& CachedExpertSource::pin_for(int layer, int expert) {
 
 ExpertWeights CachedExpertSource::acquire(int layer, int expert) {
   cache::ShardCache::Pin& pin = pin_for(layer, expert);
-  cache().wait(pin);
+  try {
+    cache().wait(pin);
+  } catch (const Error& e) {
+    if (e.code() != ErrorCode::io_error && e.code() != ErrorCode::corrupt_data) throw;
+    // Releasing the last pin drops the failed shard from the table, so acquire reads it anew.
+    const cache::ShardKey k = pin.key();
+    pin.release();
+    ++rereads_;
+    pin = cache().acquire(k);
+    try {
+      cache().wait(pin);
+    } catch (const Error& again) {
+      pin.release();
+      throw Error(again.code(), std::string(again.what()) + " (failed again after one re-read)");
+    }
+  }
   const ExpertShape& shape = shapes_[static_cast<size_t>(layer)];
   ExpertWeights w{shape.gate, shape.up, shape.down};
   w.gate.data = pin.tensor(0).data();

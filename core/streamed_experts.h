@@ -9,6 +9,9 @@
 //                         the rest as earlier ones are released): hits stay, misses are read,
 //   acquire(layer, e)     waits until e has landed and returns views into its slot,
 //   release(layer, e)     unpins it (it stays cached until the policy evicts it).
+// A shard whose read failed (io_error) or whose bytes did not match the index (corrupt_data) is
+// dropped and read once more; a second failure is thrown with the cache's message (tensor,
+// expert, file offset), so corrupt bytes are never computed on.
 // The views have the same bytes as the in-core tensors, so logits are bit-identical.
 #pragma once
 
@@ -29,14 +32,29 @@ struct StreamedLayout {
   std::vector<int> moe_layer_of_block;  // transformer block -> cache layer, -1 for dense blocks
 };
 
+// What the layout needs of an architecture's config (core::ModelConfig, core::KimiK3Config):
+// the same routed-expert tensors (blk.N.ffn_{gate,up,down}_exps) whatever the architecture.
+struct ExpertGeometry {
+  int64_t n_layer = 0;
+  int64_t n_expert = 0;
+  int64_t n_expert_used = 0;
+  std::vector<bool> moe_layer;  // per block
+  template <class Config>
+  static ExpertGeometry of(const Config& c) {
+    ExpertGeometry g{c.n_layer, c.n_expert, c.n_expert_used, {}};
+    for (int64_t il = 0; il < c.n_layer; ++il) g.moe_layer.push_back(c.is_moe_layer(il));
+    return g;
+  }
+};
+
 // Throws Error(invalid_file) when an MoE block lacks one of its expert tensors. With an index,
 // every expert slice carries its XXH3-64 digest and the cache verifies it on landing.
-StreamedLayout build_shard_layout(const GgufFile& file, const ModelConfig& config,
+StreamedLayout build_shard_layout(const GgufFile& file, const ExpertGeometry& geometry,
                                   const ShardIndex* index = nullptr);
 
 class CachedExpertSource final : public ExpertSource {
  public:
-  CachedExpertSource(const GgufFile& file, const ModelConfig& config, StreamedLayout layout);
+  CachedExpertSource(const GgufFile& file, const ExpertGeometry& geometry, StreamedLayout layout);
   // The cache is created after the session (its budget depends on the session's scratch).
   void attach(cache::ShardCache& cache) { cache_ = &cache; }
 
@@ -45,6 +63,7 @@ class CachedExpertSource final : public ExpertSource {
   void release(int layer, int expert) override;
 
   const StreamedLayout& layout() const { return layout_; }
+  uint64_t rereads() const { return rereads_; }
 
  private:
   struct ExpertShape {
@@ -63,6 +82,7 @@ class CachedExpertSource final : public ExpertSource {
   std::vector<cache::ShardCache::Pin> pins_;  // n_expert slots; [i] pins planned_experts_[i]
   std::vector<cache::ShardKey> keys_;
   size_t next_to_pin_ = 0;  // planned experts before this index have been pinned
+  uint64_t rereads_ = 0;
 };
 
 }  // namespace sluice::core

@@ -27,7 +27,7 @@ FaultOptions parse_fault_options(std::string_view spec, std::string_view what) {
   FaultOptions o;
   auto bad = [&](std::string_view item, const char* why) {
     return Error(ErrorCode::invalid_argument, std::string(what) + ": " + why + " in '" + std::string(item) +
-                                                  "' (keys: seed, short, eagain, delay, eio, eio_always, flip, fail_at)");
+                                                  "' (keys: seed, short, eagain, delay, eio, eio_always, flip, flip_once, fail_at, uring_fail)");
   };
   while (!spec.empty()) {
     size_t comma = spec.find(',');
@@ -37,6 +37,11 @@ FaultOptions parse_fault_options(std::string_view spec, std::string_view what) {
     size_t eq = item.find('=');
     if (eq == std::string_view::npos) throw bad(item, "expected key=value");
     std::string_view key = item.substr(0, eq), value = item.substr(eq + 1);
+    if (key == "uring_fail") {
+      if (value != "0" && value != "1") throw bad(item, "expected 0 or 1");
+      o.fail_uring_setup = value == "1";
+      continue;
+    }
     if (key == "seed" || key == "fail_at") {
       uint64_t v = 0;
       auto [ptr, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
@@ -56,6 +61,7 @@ FaultOptions parse_fault_options(std::string_view spec, std::string_view what) {
     else if (key == "eio") o.transient_eio_rate = rate;
     else if (key == "eio_always") o.persistent_eio_rate = rate;
     else if (key == "flip") o.bit_flip_rate = rate;
+    else if (key == "flip_once") o.first_read_flip_rate = rate;
     else throw bad(item, "unknown key");
   }
   return o;
@@ -153,7 +159,10 @@ void FaultInjectingReader::handle_inner_locked(const Completion& c) {
     finish_locked(index, -EIO);
     return;
   }
-  if (r.length > 0 && options_.bit_flip_rate > 0 && roll() < options_.bit_flip_rate) {
+  const bool flip = r.length > 0 && ((options_.bit_flip_rate > 0 && roll() < options_.bit_flip_rate) ||
+                                      (options_.first_read_flip_rate > 0 && flip_seen_.insert(extent_key(r)).second &&
+                                       roll() < options_.first_read_flip_rate));
+  if (flip) {
     uint64_t at = std::uniform_int_distribution<uint64_t>(0, r.length - 1)(rng_);
     r.dst[at] ^= static_cast<std::byte>(1u << (rng_() % 8));
     ++counts_.bit_flips;

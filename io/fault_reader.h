@@ -17,7 +17,9 @@
 //   * persistent -EIO every read of the chosen extents fails with -EIO (fail_offsets, or a
 //                     seeded fraction persistent_eio_rate of extents);
 //   * bit flips       a successful completion whose landed bytes have one bit flipped (found
-//                     only by checksums, which are the cache's job).
+//                     only by checksums, which are the cache's job); either any completion
+//                     (bit_flip_rate) or only an extent's first successful read
+//                     (first_read_flip_rate: corruption in transit, so one re-read is clean).
 // Errors of the inner reader pass through unchanged. read_sync() goes through the same faults
 // and throws Error(io_error) naming the offset for the ones that reach the caller.
 //
@@ -46,7 +48,15 @@ struct FaultOptions {
   double transient_eio_rate = 0;   // per extent, first read only
   double persistent_eio_rate = 0;  // per extent, every read
   double bit_flip_rate = 0;        // per successful completion
+  double first_read_flip_rate = 0; // per extent, first successful read only (a re-read is clean)
   std::vector<uint64_t> fail_offsets;  // extents starting here always fail with -EIO
+  // Not a Reader fault: asks whoever opens the file to behave as if io_uring_queue_init failed
+  // (IoOptions::simulate_uring_failure), so the pread fallback can be exercised end to end.
+  bool fail_uring_setup = false;
+  bool injects_reads() const {
+    return short_read_rate > 0 || eagain_rate > 0 || delay_rate > 0 || transient_eio_rate > 0 ||
+           persistent_eio_rate > 0 || bit_flip_rate > 0 || first_read_flip_rate > 0 || !fail_offsets.empty();
+  }
 };
 
 struct FaultCounts {
@@ -60,7 +70,8 @@ struct FaultCounts {
 
 // Parses a fault spec for a command-line flag or environment variable (e.g. --io-faults):
 // comma-separated key=value with keys seed, short, eagain, delay, eio (transient), eio_always
-// (persistent rate), flip, fail_at (an offset; may repeat), e.g. "seed=7,short=0.1,delay=0.2".
+// (persistent rate), flip, flip_once (first_read_flip_rate), fail_at (an offset; may repeat), uring_fail (0 or 1: force the
+// io_uring setup failure), e.g. "seed=7,short=0.1,delay=0.2".
 // Rates are in [0, 1]. Throws Error(invalid_argument) naming `what` and the bad item.
 FaultOptions parse_fault_options(std::string_view spec, std::string_view what = "--io-faults");
 
@@ -118,6 +129,7 @@ class FaultInjectingReader final : public Reader {
   std::deque<Completion> ready_;
   std::deque<Held> held_;
   std::unordered_set<uint64_t> seen_extents_;  // transient EIO is decided on first sight only
+  std::unordered_set<uint64_t> flip_seen_;     // first_read_flip_rate: extents read cleanly or flipped
   size_t outstanding_ = 0;           // async requests submitted and not reaped
   FaultCounts counts_;
 };

@@ -1,9 +1,11 @@
-// The out-of-core invariant: streaming experts through a budgeted cache changes nothing in the
-// numbers. Every reference model, at budgets from the minimum to unlimited, with both readers,
-// gives logits bit-identical to the in-core run.
+// The out-of-core invariant: streaming experts (and, below the resident size, the layers'
+// own tensors) through budgeted caches changes nothing in the numbers. Every reference model, at
+// budgets from the minimum to unlimited, with both readers, gives logits bit-identical to the
+// in-core run with the same prompt batch.
 #include <doctest/doctest.h>
 
 #include <cstring>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -26,13 +28,18 @@ Tokens manifest_tokens(const std::string& stem) {
   return {j["prompt_tokens"].get<std::vector<int32_t>>(), j["gen_tokens"].get<std::vector<int32_t>>()};
 }
 
-// Teacher-forced logits of every row: the prompt as one batch, then each generated token alone.
+// Teacher-forced logits of every row: the prompt in batches of the session's batch size (one
+// batch unless a tight budget lowered it), then each generated token alone.
 std::vector<float> teacher_forced_logits(Engine& engine, const Tokens& t) {
   std::vector<float> all;
-  auto rows = engine.session().forward(t.prompt, 0);
-  all.insert(all.end(), rows.begin(), rows.end());
+  const size_t b = static_cast<size_t>(engine.n_batch());
+  for (size_t i = 0; i < t.prompt.size(); i += b) {
+    const size_t n = std::min(b, t.prompt.size() - i);
+    auto rows = engine.forward({t.prompt.data() + i, n}, static_cast<int64_t>(i));
+    all.insert(all.end(), rows.begin(), rows.end());
+  }
   for (size_t s = 0; s < t.gen.size(); ++s) {
-    auto row = engine.session().forward({&t.gen[s], 1}, static_cast<int64_t>(t.prompt.size() + s));
+    auto row = engine.forward({&t.gen[s], 1}, static_cast<int64_t>(t.prompt.size() + s));
     all.insert(all.end(), row.begin(), row.end());
   }
   return all;
@@ -52,35 +59,131 @@ const char* const kModels[] = {
     "tiny/qwen3moe/qwen3moe-q4_k_m",   "tiny/llama-moe/llama-moe-q4_k_m",
 };
 
+// In-core logits per prompt batch size: a budget that lowers the batch is compared with an
+// in-core run of the same batch (batched products round differently from single-token ones).
+class InCoreReference {
+ public:
+  InCoreReference(std::string stem, Tokens tokens) : stem_(std::move(stem)), tokens_(std::move(tokens)) {}
+  const std::vector<float>& at_batch(int64_t batch) {
+    auto it = by_batch_.find(batch);
+    if (it != by_batch_.end()) return it->second;
+    EngineOptions o = options_for(stem_);
+    o.in_core = true;
+    o.session.n_batch = batch;
+    Engine e(o);
+    CHECK(e.cache() == nullptr);
+    return by_batch_[batch] = teacher_forced_logits(e, tokens_);
+  }
+
+ private:
+  std::string stem_;
+  Tokens tokens_;
+  std::map<int64_t, std::vector<float>> by_batch_;
+};
+
 }  // namespace
 
-TEST_CASE("streamed experts give logits bit-identical to the in-core run at every budget and with both readers") {
+TEST_CASE("streamed experts and layers give logits bit-identical to the in-core run at every budget and with both readers") {
   for (const char* stem : kModels) {
     CAPTURE(stem);
-    Tokens tokens = manifest_tokens(stem);
-    EngineOptions in_core = options_for(stem);
-    in_core.in_core = true;
-    std::vector<float> reference;
-    {
-      Engine e(in_core);
-      CHECK(e.cache() == nullptr);
-      reference = teacher_forced_logits(e, tokens);
-    }
+    InCoreReference reference(stem, manifest_tokens(stem));
+    const int64_t full_batch = options_for(stem).session.n_batch;
 
     // The minimum budget, from an unlimited engine's own accounting.
-    uint64_t minimum = 0, unlimited_total = 0;
+    sluice::core::BudgetSplit unlimited;
+    uint64_t one_moe_layer = 0;
     {
       Engine e(options_for(stem));
-      minimum = e.budget().minimum();
-      unlimited_total = e.budget().total();
-      auto logits = teacher_forced_logits(e, tokens);
-      REQUIRE(logits.size() == reference.size());
-      CHECK(std::memcmp(logits.data(), reference.data(), logits.size() * sizeof(float)) == 0);
+      unlimited = e.budget();
+      one_moe_layer = unlimited.routed_expert_bytes / e.cache()->layout().n_layer();
+      auto logits = teacher_forced_logits(e, manifest_tokens(stem));
+      const auto& ref = reference.at_batch(full_batch);
+      REQUIRE(logits.size() == ref.size());
+      CHECK(std::memcmp(logits.data(), ref.data(), logits.size() * sizeof(float)) == 0);
       CHECK(e.cache()->stats().total.evictions == 0);
+      CHECK(e.layer_cache() == nullptr);
     }
-    MESSAGE(std::string(stem), ": minimum budget ", minimum, " bytes, unlimited ", unlimited_total, " bytes");
+    const uint64_t minimum = unlimited.minimum(), unlimited_total = unlimited.total();
+    MESSAGE(std::string(stem), ": minimum budget ", minimum, " bytes (", (minimum + (1 << 20) - 1) >> 20,
+            " MiB), resident ", unlimited.resident_weights, " + one MoE layer's experts ", one_moe_layer,
+            ", unlimited ", unlimited_total, " bytes");
     CHECK(minimum < unlimited_total);
+    // The issue's bar: the minimum is below all resident weights plus one MoE layer's experts.
+    CHECK(minimum < unlimited.resident_weights + one_moe_layer);
 
+    // Layers streamed at the full batch: the minimum's resident part and two units per class of
+    // layers, the unlimited run's scratch.
+    uint64_t layers_full_batch = 0;
+    {
+      EngineOptions o = options_for(stem);
+      o.budget_bytes = minimum;
+      Engine e(o);
+      REQUIRE(e.layer_cache() != nullptr);
+      const auto& b = e.budget();
+      layers_full_batch = b.resident_weights + 2 * b.layer_arena + b.kv_cache + unlimited.scratch + b.expert_min;
+    }
+
+    for (auto kind : {sluice::io::IoKind::uring, sluice::io::IoKind::pread}) {
+      for (uint64_t budget : {minimum, minimum + (layers_full_batch - minimum) / 2, layers_full_batch,
+                              minimum + (unlimited_total - minimum) / 3, unlimited_total}) {
+        CAPTURE(budget);
+        CAPTURE(sluice::io::to_string(kind));
+        EngineOptions o = options_for(stem);
+        o.budget_bytes = budget;
+        o.io.kind = kind;
+        Engine e(o);
+        CHECK(e.budget().total() <= budget);
+        const int64_t batch = e.session().n_batch();
+        CHECK(batch == e.budget().n_batch);
+        if (budget == minimum) CHECK(batch < full_batch);
+        const bool layers_two_slots =
+            budget == layers_full_batch && budget < unlimited.total() - unlimited.expert_arena + unlimited.expert_min;
+        if (layers_two_slots) {
+          CHECK(batch == full_batch);
+          REQUIRE(e.layer_cache() != nullptr);
+        }
+        auto logits = teacher_forced_logits(e, manifest_tokens(stem));
+        if (layers_two_slots) {
+          // Two slots: the next layer is read while one computes, so nearly every acquire hits.
+          const auto l = e.layer_cache()->stats().total;
+          CHECK(l.prefetches > 0);
+          CHECK(l.hits > l.misses);
+        }
+        const auto& ref = reference.at_batch(batch);
+        REQUIRE(logits.size() == ref.size());
+        CHECK(std::memcmp(logits.data(), ref.data(), logits.size() * sizeof(float)) == 0);
+        auto stats = e.cache()->stats();
+        if (budget == minimum) {
+          CHECK(stats.total.evictions > 0);
+          REQUIRE(e.layer_cache() != nullptr);
+          CHECK(e.layer_cache()->stats().total.evictions > 0);
+          CHECK(e.layer_cache()->stats().total.bytes_read > 0);
+        }
+        CHECK(stats.total.bytes_read > 0);
+        CHECK(stats.arena_bytes <= budget);
+      }
+    }
+  }
+}
+
+TEST_CASE("kimi-k3 routed experts streamed through the engine's cache give logits bit-identical to the in-core run") {
+  for (const char* stem : {"kimi-k3/kimi-k3-q8_0", "kimi-k3/kimi-k3-q4_k_m", "kimi-k3/kimi-k3-f16"}) {
+    CAPTURE(stem);
+    InCoreReference reference(stem, manifest_tokens(stem));
+    sluice::core::BudgetSplit unlimited;
+    {
+      Engine e(options_for(stem));
+      REQUIRE(e.is_kimi_k3());
+      REQUIRE(e.cache() != nullptr);
+      unlimited = e.budget();
+      CHECK(unlimited.recurrent_state > 0);
+      CHECK_THROWS_AS(e.session(), sluice::Error);
+    }
+    const uint64_t minimum = unlimited.minimum(), unlimited_total = unlimited.total();
+    MESSAGE(std::string(stem), ": minimum budget ", minimum, " bytes (", (minimum + (1 << 20) - 1) >> 20,
+            " MiB), resident ", unlimited.resident_weights, ", recurrent state ", unlimited.recurrent_state,
+            ", unlimited ", unlimited_total, " bytes");
+    CHECK(minimum < unlimited_total);
     for (auto kind : {sluice::io::IoKind::uring, sluice::io::IoKind::pread}) {
       for (uint64_t budget : {minimum, minimum + (unlimited_total - minimum) / 3, unlimited_total}) {
         CAPTURE(budget);
@@ -90,19 +193,52 @@ TEST_CASE("streamed experts give logits bit-identical to the in-core run at ever
         o.io.kind = kind;
         Engine e(o);
         CHECK(e.budget().total() <= budget);
-        auto logits = teacher_forced_logits(e, tokens);
-        REQUIRE(logits.size() == reference.size());
-        CHECK(std::memcmp(logits.data(), reference.data(), logits.size() * sizeof(float)) == 0);
+        if (budget == minimum) CHECK(e.n_batch() < o.session.n_batch);
+        REQUIRE(e.kimi_k3_session() != nullptr);
+        CHECK(e.kimi_k3_session()->scratch_bytes() ==
+              sluice::core::KimiK3Session::scratch_bytes_for(
+                  *e.kimi_k3_model(), {.n_ctx = 64, .n_batch = e.n_batch(), .kv_type = sluice::GgmlType::F32}, 2));
+        auto logits = teacher_forced_logits(e, manifest_tokens(stem));
+        const auto& ref = reference.at_batch(e.n_batch());
+        REQUIRE(logits.size() == ref.size());
+        CHECK(std::memcmp(logits.data(), ref.data(), logits.size() * sizeof(float)) == 0);
         auto stats = e.cache()->stats();
         if (budget == minimum) CHECK(stats.total.evictions > 0);
         CHECK(stats.total.bytes_read > 0);
-        CHECK(stats.arena_bytes <= budget);
       }
     }
+    EngineOptions o = options_for(stem);
+    o.budget_bytes = minimum - 1;
+    CHECK_THROWS_WITH_AS(Engine{o}, doctest::Contains("below the minimum"), sluice::Error);
   }
 }
 
-TEST_CASE("a budget below the minimum is refused with the minimum and its parts in the message") {
+TEST_CASE("a budget below the minimum is refused with the minimum in MiB and its parts in the message") {
+  for (const char* stem : kModels) {
+    CAPTURE(stem);
+    uint64_t minimum = 0;
+    {
+      Engine e(options_for(stem));
+      minimum = e.budget().minimum();
+    }
+    EngineOptions o = options_for(stem);
+    o.budget_bytes = minimum - 1;
+    try {
+      Engine e(o);
+      FAIL("a budget below the minimum was accepted");
+    } catch (const sluice::Error& err) {
+      CHECK(err.code() == sluice::ErrorCode::budget);
+      std::string m = err.what();
+      CHECK(m.find("below the minimum " + std::to_string((minimum + (1 << 20) - 1) >> 20) + " MiB") != std::string::npos);
+      CHECK(m.find("one streamed layer") != std::string::npos);
+      CHECK(m.find("one MoE layer's experts") != std::string::npos);
+    }
+    o.budget_bytes = 1 << 20;
+    CHECK_THROWS_WITH_AS(Engine{o}, doctest::Contains("below the minimum"), sluice::Error);
+  }
+}
+
+TEST_CASE("a budget that cannot hold the scratch of the requested batch lowers the batch and says so") {
   const std::string stem = "tiny/deepseek2/deepseek2-q4_k_m";
   uint64_t minimum = 0;
   {
@@ -110,18 +246,13 @@ TEST_CASE("a budget below the minimum is refused with the minimum and its parts 
     minimum = e.budget().minimum();
   }
   EngineOptions o = options_for(stem);
-  o.budget_bytes = minimum - 1;
-  try {
-    Engine e(o);
-    FAIL("a budget below the minimum was accepted");
-  } catch (const sluice::Error& err) {
-    CHECK(err.code() == sluice::ErrorCode::budget);
-    std::string m = err.what();
-    CHECK(m.find("below the minimum") != std::string::npos);
-    CHECK(m.find("one MoE layer's experts") != std::string::npos);
-  }
-  o.budget_bytes = 1 << 20;  // 1 MiB cannot even hold the resident weights
-  CHECK_THROWS_WITH_AS(Engine{o}, doctest::Contains("cannot hold"), sluice::Error);
+  o.budget_bytes = minimum;
+  Engine e(o);
+  CHECK(e.session().n_batch() == 1);
+  bool said = false;
+  for (const auto& n : e.notices()) said = said || n.find("batch lowered from 512 to 1") != std::string::npos;
+  CHECK(said);
+  CHECK(e.describe_budget().find("streamed layers") != std::string::npos);
 }
 
 TEST_CASE("--cache-experts sizes the budget so the arena holds that fraction of the routed experts") {

@@ -46,10 +46,29 @@ TEST_CASE("sluice run inside a budget prints the in-core text and keeps peak RSS
   CHECK(pread.out == in_core.out);
 }
 
+TEST_CASE("sluice run below the resident size streams layers, lowers the batch, and keeps peak RSS under budget plus overhead") {
+  const std::string common = "run -m '" + model() + "' -p 'The quick brown fox' -n 24 -c 64 --ignore-eos";
+  // 2.5 MiB: the resident weights alone are 2.4 MiB, the experts another 24 MiB.
+  const uint64_t budget = 2560ull << 10;
+  auto streamed = run_sluice(common + " -b 32 --budget 2.5M --stats");
+  REQUIRE_MESSAGE(streamed.exit_code == 0, streamed.err);
+  CHECK(streamed.err.find("streamed layers") != std::string::npos);
+  CHECK(number_after(streamed.err, R"((\d+) layer evictions)") > 0);
+  CHECK(number_after(streamed.err, R"((\d+) evictions)") > 0);
+  const uint64_t batch = number_after(streamed.err, R"(batch lowered from 32 to (\d+))");
+  auto in_core = run_sluice(common + " -b " + std::to_string(batch) + " --in-core");
+  REQUIRE_MESSAGE(in_core.exit_code == 0, in_core.err);
+  CHECK(streamed.out == in_core.out);
+  uint64_t peak = number_after(streamed.err, R"(peak RSS (\d+) bytes)");
+  MESSAGE("peak RSS " << peak << " bytes at a budget of " << budget << " bytes (+" << kFixedOverhead << " overhead)");
+  if (!sluice::test::kUnderSanitizer) CHECK(peak <= budget + kFixedOverhead);
+}
+
 TEST_CASE("sluice run refuses a budget below the minimum with one line naming the minimum") {
-  auto r = run_sluice("run -m '" + model() + "' -p hello -n 4 -c 64 -b 32 --budget 4.5M");
+  auto r = run_sluice("run -m '" + model() + "' -p hello -n 4 -c 64 -b 32 --budget 1.5M");
   CHECK(r.exit_code == 1);
   CHECK(r.err.find("below the minimum") != std::string::npos);
+  CHECK(r.err.find(" MiB (") != std::string::npos);
   CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
   auto bad = run_sluice("run -m '" + model() + "' -p hello --budget lots");
   CHECK(bad.exit_code == 1);
@@ -79,4 +98,16 @@ TEST_CASE("sluice bench -m reports the documented JSON fields for one run") {
                           (sluice::test::temp_dir("plot") / "p.svg").string() + "'");
   REQUIRE_MESSAGE(sweep.exit_code == 0, sweep.err);
   CHECK(sweep.out.find('[') < sweep.out.find('{'));
+}
+
+TEST_CASE("sluice bench runs a kimi-k3 model through the same expert cache and reports its routing") {
+  const std::string k3 = (sluice::test::reference_dir() / "kimi-k3/kimi-k3-q8_0.gguf").string();
+  auto r = run_sluice("bench -m '" + k3 + "' --cache-experts 50% -p 8 -n 12 -b 8 --probe-seconds 0.05 --json");
+  REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+  CHECK(r.out.find("\"hit_rate\"") != std::string::npos);
+  std::smatch m;
+  REQUIRE_MESSAGE(std::regex_search(r.out, m, std::regex(R"("routing_entropy":\s*([0-9.]+))")), r.out);
+  CHECK(std::stod(m[1].str()) > 0);
+  REQUIRE(std::regex_search(r.out, m, std::regex(R"("cache_experts_fraction":\s*([0-9.]+))")));
+  CHECK(std::stod(m[1].str()) > 0.4);
 }

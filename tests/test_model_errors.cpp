@@ -1,6 +1,8 @@
 // Rejected inputs: each checks the error code and a substring of the message.
 #include <doctest/doctest.h>
 
+#include <algorithm>
+
 #include "common/error.h"
 #include "tests/model_files.h"
 
@@ -93,4 +95,66 @@ TEST_CASE("sluice run rejects a bad KV cache type") {
   const auto r = run_sluice("run -m '" + ds2().string() + "' --tokens 1,2 --kv-type q8_0");
   CHECK(r.exit_code == 1);
   CHECK_MESSAGE(r.err.find("--kv-type 'q8_0' must be f16 or f32") != std::string::npos, r.err);
+}
+
+// Semantic checks after parsing: hyperparameters that contradict each other or the tensor
+// directory are rejected by Model::load before any weight is read or allocated.
+TEST_CASE("expert_used_count above expert_count is rejected") {
+  SourceModel src(tiny_dir("qwen3moe") / "qwen3moe-f16.gguf");
+  const auto path = write_modified(src, "used", [](core::GgufWriter& w) { w.set_u32("qwen3moe.expert_used_count", 9); });
+  check_error([&] { core::Model::load(path.string()); }, ErrorCode::invalid_file,
+              "expert_used_count 9 is not in [1, expert_count 8]");
+}
+
+TEST_CASE("a head count that head_count_kv does not divide is rejected") {
+  SourceModel src(tiny_dir("qwen3moe") / "qwen3moe-f16.gguf");
+  const auto path = write_modified(src, "kv", [](core::GgufWriter& w) { w.set_u32("qwen3moe.attention.head_count_kv", 3); });
+  check_error([&] { core::Model::load(path.string()); }, ErrorCode::invalid_file,
+              "attention.head_count 4 is not a multiple of head_count_kv 3");
+}
+
+TEST_CASE("a head count that does not divide the embedding is rejected when no key length is given") {
+  SourceModel src(tiny_dir("llama-moe") / "llama-moe-f16.gguf");
+  const auto path = write_modified(src, "heads", [](core::GgufWriter& w) {
+    w.remove("llama.attention.key_length");
+    w.remove("llama.attention.value_length");
+    w.set_u32("llama.attention.head_count", 3);
+    w.set_u32("llama.attention.head_count_kv", 3);
+  });
+  check_error([&] { core::Model::load(path.string()); }, ErrorCode::invalid_file,
+              "embedding_length 256 is not a multiple of attention.head_count 3");
+}
+
+TEST_CASE("expert tensors whose shape disagrees with expert_feed_forward_length are rejected") {
+  SourceModel src(tiny_dir("qwen3moe") / "qwen3moe-f16.gguf");
+  const auto path = write_modified(src, "ffexp", [](core::GgufWriter& w) {
+    w.set_u32("qwen3moe.expert_feed_forward_length", 128);
+  });
+  check_error([&] { core::Model::load(path.string()); }, ErrorCode::invalid_file,
+              "tensor 'blk.0.ffn_gate_exps.weight' has shape [256, 256, 8], expected [256, 128, 8]");
+}
+
+TEST_CASE("a tensor of a block past block_count is rejected with its name") {
+  SourceModel src(ds2());
+  const auto path = write_modified(src, "block", [](core::GgufWriter& w) {
+    w.add_tensor("blk.7.attn_norm.weight", GgmlType::F32, {256}, std::vector<std::byte>(256 * 4));
+  });
+  check_error([&] { core::Model::load(path.string()); }, ErrorCode::invalid_file,
+              "tensor 'blk.7.attn_norm.weight' names block 7, past block_count 3");
+}
+
+TEST_CASE("leading_dense_block_count past block_count is rejected") {
+  SourceModel src(ds2());
+  const auto path = write_modified(src, "lead", [](core::GgufWriter& w) { w.set_u32("deepseek2.leading_dense_block_count", 5); });
+  check_error([&] { core::Model::load(path.string()); }, ErrorCode::invalid_file,
+              "leading_dense_block_count 5 is past block_count 3");
+}
+
+TEST_CASE("sluice run rejects inconsistent hyperparameters with one line before loading weights") {
+  SourceModel src(tiny_dir("qwen3moe") / "qwen3moe-f16.gguf");
+  const auto path = write_modified(src, "used_cli", [](core::GgufWriter& w) { w.set_u32("qwen3moe.expert_used_count", 9); });
+  auto r = run_sluice("run -m '" + path.string() + "' -p hi -n 1 --budget 1G");
+  CHECK(r.exit_code == 1);
+  CHECK(r.err.find("expert_used_count 9") != std::string::npos);
+  CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
 }

@@ -18,7 +18,10 @@
 #include "core/model_summary.h"
 #include "io/bandwidth_probe.h"
 #include "io/pread_reader.h"
+#include "io/fault_reader.h"
 #include "tools/commands.h"
+#include "tools/progress_bar.h"
+#include "tools/routing_outputs.h"
 
 namespace sluice::tools {
 
@@ -46,6 +49,10 @@ nlohmann::json to_json(const core::BenchResult& r) {
           {"decode_tok_s", r.decode_tok_s},
           {"decode_first8_tok_s", r.decode_first8_tok_s},
           {"hit_rate", r.hit_rate},
+          {"hit_rate_first8", r.hit_rate_first8},
+          {"hit_rate_steady", r.hit_rate_steady},
+          {"read_bytes_per_token_first8", r.read_bytes_per_token_first8},
+          {"read_bytes_per_token_steady", r.read_bytes_per_token_steady},
           {"read_bytes_per_token", r.read_bytes_per_token},
           {"disk_gbps_achieved", r.disk_gbps_achieved},
           {"disk_gbps_raw", r.disk_gbps_raw},
@@ -55,6 +62,9 @@ nlohmann::json to_json(const core::BenchResult& r) {
           {"peak_rss_bytes", r.peak_rss_bytes},
           {"page_cache_growth_bytes", r.page_cache_growth_bytes},
           {"evictions", r.evictions},
+          {"warm_shards", r.warm_shards},
+          {"warm_bytes", r.warm_bytes},
+          {"warm_seconds", r.warm_seconds},
           {"io_backend", r.io_backend},
           {"budget_split", r.budget_split},
           {"gpu", r.gpu},
@@ -137,6 +147,8 @@ int cmd_bench_model(int argc, char** argv) {
       ("gpu", "use the first CUDA GPU (VRAM tier above the RAM cache)")
       ("vram", "VRAM for --gpu (e.g. 20G; default: free VRAM minus a margin)", cxxopts::value<std::string>())
       ("vram-policy", "VRAM expert cache policy with --gpu: lru or freq", cxxopts::value<std::string>()->default_value("lru"))
+      ("verify", "check shards against the model's index (sluice index): on or off", cxxopts::value<std::string>()->default_value("on"))
+      ("io-faults", "testing: inject IO faults into expert shard reads (see sluice run --help)", cxxopts::value<std::string>())
       ("cold", "evict the model file from the page cache before each run")
       ("drop-caches", "as root, also drop all clean page cache (echo 1 > /proc/sys/vm/drop_caches)")
       ("probe-seconds", "seconds per queue depth when measuring raw disk bandwidth", cxxopts::value<double>()->default_value("1"))
@@ -144,6 +156,7 @@ int cmd_bench_model(int argc, char** argv) {
       ("json", "print JSON (an object per run; an array for a sweep)")
       ("plot", "write an SVG of tok/s and hit rate vs budget", cxxopts::value<std::string>())
       ("h,help", "show this help");
+  add_routing_options(options);
   auto args = options.parse(argc, argv);
   if (args.count("help")) {
     std::cout << options.help();
@@ -158,6 +171,11 @@ int cmd_bench_model(int argc, char** argv) {
   base.engine.threads = args["threads"].as<unsigned>();
   base.engine.io.kind = io::parse_io_kind(args["io"].as<std::string>());
   base.engine.policy = args["policy"].as<std::string>();
+  const std::string verify = args["verify"].as<std::string>();
+  if (verify != "on" && verify != "off")
+    throw Error(ErrorCode::invalid_argument, "--verify '" + verify + "' must be on or off");
+  base.engine.verify = verify == "on";
+  if (args.count("io-faults")) base.engine.faults = io::parse_fault_options(args["io-faults"].as<std::string>());
   base.engine.session.n_batch = args["batch-size"].as<int64_t>();
   base.engine.session.kv_type = GgmlType::F16;
   base.n_prompt = args["n-prompt"].as<int>();
@@ -174,6 +192,9 @@ int cmd_bench_model(int argc, char** argv) {
   base.engine.gpu_options.policy = args["vram-policy"].as<std::string>();
   core::VramExpertCache::parse_policy(base.engine.gpu_options.policy);
   if (base.engine.gpu) core::require_gpu();  // before probing the disk
+  RoutingOutputs routing(args, path);
+  base.engine.warm_profile = routing.warm_profile();
+  base.recorder = routing.recorder();
   if (base.engine.session.n_batch < 1) throw Error(ErrorCode::invalid_argument, "-b must be at least 1");
 
   uint64_t file_bytes = 0, shard_bytes = 0;
@@ -229,13 +250,19 @@ int cmd_bench_model(int argc, char** argv) {
   std::vector<core::BenchResult> results;
   for (auto& o : runs) {
     o.disk_gbps_raw = disk_raw;
+    ProgressBar bar("warm start");
+    o.warm_progress = [&](uint64_t done, uint64_t total) { bar.update(done, total); };
     results.push_back(core::run_bench(o));
+    bar.finish();
     const auto& r = results.back();
     if (!json) {
       std::fprintf(stderr, "%s\n", r.budget_split.c_str());
       if (r.gpu) std::fprintf(stderr, "%s\n", r.gpu_tier.c_str());
+      if (r.warm_shards) std::fprintf(stderr, "%s\n", describe_warm(r.warm_shards, r.warm_bytes, r.warm_seconds).c_str());
     }
+    if (!r.fault_report.empty()) std::fprintf(stderr, "sluice bench: %s\n", r.fault_report.c_str());
   }
+  routing.write("bench");
 
   if (json) {
     if (results.size() == 1) {

@@ -19,9 +19,11 @@
 #include "core/sampler.h"
 #include "core/session.h"
 #include "core/tokenizer.h"
+#include "io/fault_reader.h"
 #include "kernels/thread_pool.h"
 #include "tools/commands.h"
-#include "tools/run_kimi_k3.h"
+#include "tools/progress_bar.h"
+#include "tools/routing_outputs.h"
 
 namespace sluice::tools {
 
@@ -105,6 +107,14 @@ class StatsPrinter {
                  static_cast<unsigned long long>(misses), human_bytes(bytes).c_str(), seconds > 0 ? bytes / seconds / 1e9 : 0.0,
                  seconds > 0 ? 100.0 * (t.io_wait_ns - start_.io_wait_ns) / 1e9 / seconds : 0.0,
                  static_cast<unsigned long long>(t.evictions), human_bytes(s.resident_bytes).c_str());
+    if (cache::ShardCache* layers = engine_.layer_cache()) {
+      const cache::CacheCounters l = layers->stats().total;
+      std::fprintf(stderr,
+                   "sluice run: streamed layers: %llu hits, %llu misses, %llu prefetched, read %s, %llu layer evictions\n",
+                   static_cast<unsigned long long>(l.hits), static_cast<unsigned long long>(l.misses),
+                   static_cast<unsigned long long>(l.prefetches), human_bytes(l.bytes_read).c_str(),
+                   static_cast<unsigned long long>(l.evictions));
+    }
   }
 
  private:
@@ -147,9 +157,11 @@ int cmd_run(int argc, char** argv) {
       ("gpu", "use the first CUDA GPU: weights that fit and the hottest experts in VRAM, above the RAM cache")
       ("vram", "VRAM for --gpu (e.g. 20G; default: free VRAM minus a margin); separate from --budget", cxxopts::value<std::string>())
       ("vram-policy", "VRAM expert cache policy with --gpu: lru or freq", cxxopts::value<std::string>()->default_value("lru"))
+      ("io-faults", "testing: inject IO faults into expert shard reads, e.g. seed=7,short=0.1,eagain=0.1,delay=0.2,eio=0.05,flip=0.01,fail_at=OFFSET,uring_fail=1", cxxopts::value<std::string>())
       ("stats", "print a line per token (time, hits/misses, MB read, IO wait) and a summary")
       ("logits-out", "write f32 logits [n_prompt + n_generated][n_vocab] (LE) to FILE", cxxopts::value<std::string>())
       ("h,help", "show this help");
+  add_routing_options(options);
   auto args = options.parse(argc, argv);
   if (args.count("help")) {
     std::cout << options.help();
@@ -168,9 +180,6 @@ int cmd_run(int argc, char** argv) {
   const bool gpu = args.count("gpu") > 0;
   if (!gpu && (args.count("vram") || args.count("vram-policy")))
     throw Error(ErrorCode::invalid_argument, "--vram and --vram-policy need --gpu");
-  if (gpu && is_kimi_k3_file(args["model"].as<std::string>()))
-    throw Error(ErrorCode::unsupported, "--gpu is not supported for kimi-k3 models yet; run them without --gpu");
-  if (is_kimi_k3_file(args["model"].as<std::string>())) return run_kimi_k3(args);  // hybrid KDA/MLA
 
   const std::string verify = args["verify"].as<std::string>();
   if (verify != "on" && verify != "off")
@@ -184,6 +193,7 @@ int cmd_run(int argc, char** argv) {
   eo.io.kind = io::parse_io_kind(args["io"].as<std::string>());
   eo.policy = args["policy"].as<std::string>();
   eo.verify = verify == "on";
+  if (args.count("io-faults")) eo.faults = io::parse_fault_options(args["io-faults"].as<std::string>());
   eo.session.n_ctx = args["ctx-size"].as<int64_t>();
   eo.session.n_batch = std::max<int64_t>(1, args["batch-size"].as<int64_t>());
   if (eo.session.n_ctx > 0) eo.session.n_batch = std::min(eo.session.n_batch, eo.session.n_ctx);
@@ -208,18 +218,20 @@ int cmd_run(int argc, char** argv) {
   if (eo.in_core && (eo.budget_bytes || eo.cache_experts > 0))
     throw Error(ErrorCode::invalid_argument, "--in-core loads every expert; it cannot be combined with --budget or --cache-experts");
 
+  RoutingOutputs routing(args, model_path);
+  eo.warm_profile = routing.warm_profile();
   const auto t_load = Clock::now();
   core::Engine engine(eo);
+  if (engine.is_kimi_k3() && (args.count("trace-out") || args.count("profile-out") || args.count("warm")))
+    throw Error(ErrorCode::unsupported, "--trace-out, --profile-out and --warm are not built for Kimi K3 files yet");
   for (const auto& notice : engine.notices()) std::fprintf(stderr, "sluice run: %s\n", notice.c_str());
-  const core::Model& model = engine.model();
-  const core::ModelConfig& cfg = model.config();
   std::optional<core::Tokenizer> tokenizer;
   try {
-    tokenizer = core::Tokenizer::from_gguf(model.gguf());
+    tokenizer = core::Tokenizer::from_gguf(engine.gguf());
   } catch (const Error& e) {
     if (args.count("prompt")) throw;
   }
-  std::fprintf(stderr, "sluice run: %s\nsluice run: %s\nsluice run: loaded in %.2f s (io %s%s)\n", cfg.describe().c_str(),
+  std::fprintf(stderr, "sluice run: %s\nsluice run: %s\nsluice run: loaded in %.2f s (io %s%s)\n", engine.describe_model().c_str(),
                engine.describe_budget().c_str(), seconds_since(t_load), std::string(engine.reader().backend()).c_str(),
                engine.verifying() ? ", shards verified against the index" : "");
 
@@ -230,13 +242,22 @@ int cmd_run(int argc, char** argv) {
                                     : tokenizer->encode(args["prompt"].as<std::string>(), true, false);
   if (prompt.empty()) throw Error(ErrorCode::invalid_argument, "the prompt has no tokens");
 
-  core::Session& session = engine.session();
-  const int64_t n_ctx = session.n_ctx();
+  const int64_t n_ctx = engine.n_ctx();
   if (static_cast<int64_t>(prompt.size()) > n_ctx)
     throw Error(ErrorCode::invalid_argument, "prompt of " + std::to_string(prompt.size()) +
                                                  " tokens is longer than the context of " + std::to_string(n_ctx) +
                                                  " tokens (raise -c)");
-  const int64_t n_batch = session.n_batch();
+  const int64_t n_batch = engine.n_batch();
+  if (routing.recorder()) {
+    routing.recorder()->begin_sequence(engine.model().config(), n_ctx);
+    engine.session().set_routing_observer(routing.recorder());
+  }
+  if (engine.has_warm_profile()) {
+    ProgressBar bar("warm start");
+    auto warm = engine.warm_up([&](uint64_t done, uint64_t total) { bar.update(done, total); });
+    bar.finish();
+    std::fprintf(stderr, "sluice run: %s\n", describe_warm(warm.shards, warm.bytes, warm.seconds).c_str());
+  }
   StatsPrinter stats(engine, args.count("stats") > 0);
   core::Sampler sampler({.temperature = args["temp"].as<float>(),
                          .top_k = args["top-k"].as<int>(),
@@ -245,7 +266,7 @@ int cmd_run(int argc, char** argv) {
                          .repeat_penalty = args["repeat-penalty"].as<float>(),
                          .repeat_last_n = args["repeat-last-n"].as<int>(),
                          .seed = args["seed"].as<uint64_t>()},
-                        cfg.n_vocab);
+                        engine.n_vocab());
 
   std::ofstream logits_out;
   if (args.count("logits-out")) {
@@ -264,13 +285,13 @@ int cmd_run(int argc, char** argv) {
     std::fflush(stdout);
   }
   const auto t_prompt = Clock::now();
-  std::vector<float> last(static_cast<size_t>(cfg.n_vocab));
+  std::vector<float> last(static_cast<size_t>(engine.n_vocab()));
   for (size_t i = 0; i < prompt.size(); i += static_cast<size_t>(n_batch)) {
     const size_t n = std::min(prompt.size() - i, static_cast<size_t>(n_batch));
     const bool final_chunk = i + n == prompt.size();
     auto rows = engine.forward({prompt.data() + i, n}, static_cast<int64_t>(i), logits_out.is_open());
     write_rows(rows);
-    if (final_chunk) std::copy(rows.end() - cfg.n_vocab, rows.end(), last.begin());
+    if (final_chunk) std::copy(rows.end() - engine.n_vocab(), rows.end(), last.begin());
   }
   const double prompt_s = seconds_since(t_prompt);
   for (int32_t id : prompt) sampler.accept(id);
@@ -291,8 +312,8 @@ int cmd_run(int argc, char** argv) {
       ++generated;
       break;
     }
-    if (pos >= session.n_ctx()) {
-      std::fprintf(stderr, "\nsluice run: context of %lld tokens is full\n", static_cast<long long>(session.n_ctx()));
+    if (pos >= engine.n_ctx()) {
+      std::fprintf(stderr, "\nsluice run: context of %lld tokens is full\n", static_cast<long long>(engine.n_ctx()));
       ++generated;
       break;
     }
@@ -308,6 +329,9 @@ int cmd_run(int argc, char** argv) {
                prompt.size(), prompt_s, prompt.size() / std::max(prompt_s, 1e-9), generated, gen_s,
                generated / std::max(gen_s, 1e-9));
   stats.summary(gen_s);
+  routing.write("run");
+  if (const std::string faults = engine.describe_faults(); !faults.empty())
+    std::fprintf(stderr, "sluice run: %s\n", faults.c_str());
   return 0;
 }
 

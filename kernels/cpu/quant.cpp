@@ -23,33 +23,6 @@ size_t slot(GgmlType type, std::string_view what) {
 
 }  // namespace
 
-bool is_supported(GgmlType type) {
-  switch (type) {
-    case GgmlType::F32:
-    case GgmlType::F16:
-    case GgmlType::BF16:
-    case GgmlType::Q4_0:
-    case GgmlType::Q4_1:
-    case GgmlType::Q5_0:
-    case GgmlType::Q5_1:
-    case GgmlType::Q8_0:
-    case GgmlType::Q2_K:
-    case GgmlType::Q3_K:
-    case GgmlType::Q4_K:
-    case GgmlType::Q5_K:
-    case GgmlType::Q6_K:
-    case GgmlType::MXFP4:
-    case GgmlType::IQ4_NL: return true;
-    default: return false;
-  }
-}
-
-void require_supported(GgmlType type, std::string_view tensor_name) {
-  if (is_supported(type)) return;
-  throw Error(ErrorCode::unsupported, "type " + std::string(ggml_type_name(type)) +
-                                          " not supported yet (tensor '" + std::string(tensor_name) + "')");
-}
-
 GgmlType vec_dot_type(GgmlType weight_type) {
   switch (weight_type) {
     case GgmlType::F32: return GgmlType::F32;
