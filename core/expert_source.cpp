@@ -17,7 +17,7 @@ ExpertWeights InCoreExpertSource::acquire(int layer, int expert) {
     throw Error(ErrorCode::internal, "no routed expert " + std::to_string(expert) + " in layer " +
                                          std::to_string(layer));
   const LayerWeights& L = model_.layer(layer);
-  return {L.gate_exps.slice(expert), L.up_exps.slice(expert), L.down_exps.slice(expert)};
+  return {L.gate_exps.expert(expert), L.up_exps.expert(expert), L.down_exps.expert(expert)};
 }
 
 }  // namespace sluice::core

@@ -171,7 +171,7 @@ KimiK3InCoreExperts::KimiK3InCoreExperts(const KimiK3Model& model) : model_(mode
 
 ExpertWeights KimiK3InCoreExperts::acquire(int layer, int expert) {
   const KimiK3Layer& L = model_.layer(layer);
-  return {L.gate_exps.slice(expert), L.up_exps.slice(expert), L.down_exps.slice(expert)};
+  return {L.gate_exps.expert(expert), L.up_exps.expert(expert), L.down_exps.expert(expert)};
 }
 
 }  // namespace sluice::core

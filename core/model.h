@@ -52,6 +52,9 @@ struct Tensor {
   kernels::WeightMatrix matrix() const;
   // Matrix i2 of a 3-D tensor [ne0, ne1, ne2]: ne[1] rows of ne[0] values.
   kernels::WeightMatrix slice(int64_t i2) const;
+  // Expert i2 of an expert tensor, as llama.cpp's mul_mat_id reads it: slice(i2), marked repacked
+  // where llama.cpp repacks the tensor (kernels::ggml_repacks); slice() is a plain mul_mat's view.
+  kernels::WeightMatrix expert(int64_t i2) const;
   // An F32 vector (1-D tensors are always F32 in memory).
   std::span<const float> f32() const;
 };

@@ -59,6 +59,8 @@ CachedExpertSource::CachedExpertSource(const GgufFile& file, const ExpertGeometr
       parts[part]->n_cols = t.ne[0];
       parts[part]->n_rows = t.ne[1];
       parts[part]->row_stride = t.row_bytes;
+      parts[part]->repack =
+          kernels::ggml_repacks(t.type, t.ne[1]) ? kernels::GgmlRepack::mul_mat_id : kernels::GgmlRepack::none;
     }
   }
   planned_experts_.reserve(static_cast<size_t>(config.n_expert));

@@ -17,13 +17,32 @@
 
 namespace sluice::kernels {
 
+// How llama.cpp's CPU backend (x86, REPACK on) multiplies a matrix it repacks (ggml_repacks), which
+// decides the float summation order of every dot:
+//  - mul_mat: a plain matrix product; tokens in groups of 4 go through the repacked GEMM, which
+//    accumulates per pair of 32-value sub-blocks; the n % 4 tokens left (and any call with fewer
+//    than 4 tokens) go through the GEMV, which accumulates per 256-value super-block.
+//  - mul_mat_id: an expert of an expert tensor; every token goes through the GEMV.
+enum class GgmlRepack : uint8_t { none, mul_mat, mul_mat_id };
+
 struct WeightMatrix {
   GgmlType type = GgmlType::F32;
   const std::byte* data = nullptr;
   int64_t n_cols = 0;     // ne[0]: values per row
   int64_t n_rows = 0;     // ne[1]
   size_t row_stride = 0;  // bytes between rows (= ggml_row_bytes(type, n_cols) when dense)
+  // Set where llama.cpp's CPU backend repacks this matrix (see ggml_repacks): its dots are then
+  // summed in the order of ggml's repacked GEMV/GEMM, so that logits match llama.cpp's to the bit.
+  GgmlRepack repack = GgmlRepack::none;
 };
+
+// Whether llama.cpp's CPU backend on x86 (AVX2 and up, REPACK on, its default) repacks a weight of
+// this type with n_rows rows, for a 2-D matrix used by mul_mat or an expert tensor used by
+// mul_mat_id (a 3-D tensor used by plain mul_mat, such as MLA's attn_k_b/attn_v_b, is never
+// repacked). True only where sluice emulates the repacked order: Q4_K with n_rows % 8 == 0.
+// llama.cpp also repacks Q4_0, IQ4_NL and MXFP4 (AVX2) and Q2_K (AVX-512); those still use vec_dot's
+// order here.
+bool ggml_repacks(GgmlType type, int64_t n_rows);
 
 // Scratch bytes needed by matvec/matmul for this weight type, row length and token count (the
 // activations quantized to vec_dot_type). Scratch must be at least 4-byte aligned (Q8_K's f32

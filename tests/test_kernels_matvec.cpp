@@ -3,10 +3,13 @@
 #include <doctest/doctest.h>
 
 #include <atomic>
+#include <cmath>
 #include <string>
 #include <vector>
 
 #include "common/error.h"
+#include "kernels/cpu/blocks.h"
+#include "kernels/cpu/dispatch.h"
 #include "kernels/matvec.h"
 #include "kernels/quant.h"
 #include "kernels/thread_pool.h"
@@ -104,6 +107,82 @@ TEST_CASE("matmul over several tokens equals one matvec per token") {
     const std::vector<float> xt(x.begin() + t * 1024, x.begin() + (t + 1) * 1024);
     const auto yt = run_matmul(m.w, xt, 1, pool);
     CHECK(std::vector<float>(y.begin() + t * 40, y.begin() + (t + 1) * 40) == yt);
+  }
+}
+
+// llama.cpp (x86, REPACK) multiplies a Q4_K matrix with 8k rows in its repacked GEMV/GEMM, which
+// accumulate fma(isum, d_w * d_a) and fma(min sum, dmin_w * d_a) separately, per group of
+// `group` sub-blocks (GEMV: 8, 4-row GEMM: 2), and subtract at the end. Built here from the
+// integer parts, independently of the kernels.
+static float repacked_q4_k_dot(const std::byte* row, const std::byte* act, int64_t n, int group) {
+  const auto* x = reinterpret_cast<const sluice::kernels::cpu::BlockQ4_K*>(row);
+  const auto* y = reinterpret_cast<const sluice::kernels::cpu::BlockQ8_K*>(act);
+  float acc = 0.0f, acc_min = 0.0f;
+  for (int64_t i = 0; i < n / 256; ++i) {
+    int isum = 0, imin = 0;
+    for (int sb = 0; sb < 8; ++sb) {
+      uint8_t sc = 0, m = 0;
+      sluice::kernels::cpu::scale_min_k4(sb, x[i].scales, &sc, &m);
+      int s = 0;
+      for (int l = 0; l < 32; ++l) {
+        const uint8_t byte = x[i].qs[32 * (sb / 2) + l];
+        s += ((sb % 2 == 0) ? (byte & 0xF) : (byte >> 4)) * y[i].qs[32 * sb + l];
+      }
+      isum += sc * s;
+      int bsum = 0;
+      for (int l = 0; l < 32; ++l) bsum += y[i].qs[32 * sb + l];
+      imin += m * bsum;
+      if ((sb + 1) % group == 0) {
+        acc = std::fma(float(isum), sluice::kernels::cpu::fp16_to_f32(x[i].d) * y[i].d, acc);
+        acc_min = std::fma(float(imin), sluice::kernels::cpu::fp16_to_f32(x[i].dmin) * y[i].d, acc_min);
+        isum = imin = 0;
+      }
+    }
+  }
+  return acc - acc_min;
+}
+
+TEST_CASE("a Q4_K matrix that llama.cpp repacks is summed in the repacked GEMM's and GEMV's orders, on every ISA") {
+  using sluice::kernels::GgmlRepack;
+  CHECK(sluice::kernels::ggml_repacks(GgmlType::Q4_K, 64));
+  CHECK_FALSE(sluice::kernels::ggml_repacks(GgmlType::Q4_K, 2));  // ne[1] % 8 != 0: plain vec_dot
+  CHECK_FALSE(sluice::kernels::ggml_repacks(GgmlType::Q6_K, 64));  // not repacked on x86
+  ThreadPool pool(2);
+  auto m = random_matrix(GgmlType::Q4_K, 64, 1024, 41);
+  const int64_t n_tokens = 5;
+  const auto x = random_row(1024 * n_tokens, 43);
+  const auto plain = run_matmul(m.w, x, n_tokens, pool);
+  const auto& scalar = sluice::kernels::cpu::scalar_kernels();
+  const auto& best = sluice::kernels::cpu::best_kernels();
+  const bool has_repack = scalar.vec_dot_repack[size_t(GgmlType::Q4_K)] != nullptr &&
+                          scalar.vec_dot_repack_gemm[size_t(GgmlType::Q4_K)] != nullptr;
+  REQUIRE(has_repack);
+  std::vector<std::byte> act(sluice::ggml_row_bytes(GgmlType::Q8_K, 1024));
+  for (GgmlRepack kind : {GgmlRepack::mul_mat, GgmlRepack::mul_mat_id}) {
+    m.w.repack = kind;
+    const auto repacked = run_matmul(m.w, x, n_tokens, pool);
+    int differs = 0;
+    for (int64_t t = 0; t < n_tokens; ++t) {
+      // mul_mat: tokens 0..3 through the GEMM, token 4 through the GEMV; mul_mat_id: all GEMV.
+      const bool gemm = kind == GgmlRepack::mul_mat && t < 4;
+      sluice::kernels::quantize_row(GgmlType::Q8_K, x.data() + t * 1024, act.data(), 1024);
+      for (int64_t r = 0; r < 64; ++r) {
+        INFO("kind " << int(kind) << " token " << t << " row " << r);
+        const std::byte* row = m.w.data + size_t(r) * m.w.row_stride;
+        const float want = repacked_q4_k_dot(row, act.data(), 1024, gemm ? 2 : 8);
+        const float got = repacked[size_t(t * 64 + r)];
+        REQUIRE(got == want);
+        for (const auto* table : {&scalar, &best}) {
+          const auto fn = gemm ? table->vec_dot_repack_gemm[size_t(GgmlType::Q4_K)]
+                               : table->vec_dot_repack[size_t(GgmlType::Q4_K)];
+          REQUIRE(fn(row, act.data(), 1024) == want);
+        }
+        CHECK(std::fabs(got - plain[size_t(t * 64 + r)]) <= 1e-5f * (1.0f + std::fabs(got)));
+        differs += got != plain[size_t(t * 64 + r)];
+      }
+    }
+    MESSAGE(differs << " of " << 64 * n_tokens << " outputs differ from vec_dot's order in the last bits");
+    CHECK(differs > 0);  // the order does change
   }
 }
 

@@ -58,7 +58,9 @@ class FileExpertSource final : public core::ExpertSource {
       const size_t bytes = info.n_bytes / static_cast<size_t>(info.ne[2]);
       buf.resize(bytes);
       reader_.read_sync(info.file_offset + bytes * static_cast<size_t>(expert), buf);
-      return kernels::WeightMatrix{t.type, buf.data(), t.ne[0], t.ne[1], t.row_bytes};
+      return kernels::WeightMatrix{t.type, buf.data(), t.ne[0], t.ne[1], t.row_bytes,
+                                   kernels::ggml_repacks(t.type, t.ne[1]) ? kernels::GgmlRepack::mul_mat_id
+                                                                          : kernels::GgmlRepack::none};
     };
     ++acquires;
     return {load("ffn_gate_exps.weight", L.gate_exps, slot.gate), load("ffn_up_exps.weight", L.up_exps, slot.up),

@@ -37,6 +37,8 @@ KernelTable make_scalar_table() {
   set(t, GgmlType::Q5_K, dequantize_q5_k, quantize_q5_k, vec_dot_q5_k);
   set(t, GgmlType::Q6_K, dequantize_q6_k, quantize_q6_k, vec_dot_q6_k);
   set(t, GgmlType::Q8_K, dequantize_q8_k, quantize_q8_k, nullptr);
+  t.vec_dot_repack[size_t(GgmlType::Q4_K)] = vec_dot_q4_k_repack;
+  t.vec_dot_repack_gemm[size_t(GgmlType::Q4_K)] = vec_dot_q4_k_repack_gemm;
   return t;
 }
 

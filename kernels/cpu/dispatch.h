@@ -27,6 +27,10 @@ struct KernelTable {
   DequantizeFn dequantize[kTypeSlots] = {};
   QuantizeFn quantize[kTypeSlots] = {};
   VecDotFn vec_dot[kTypeSlots] = {};
+  // The same dot in the summation order of llama.cpp's repacked GEMV/GEMM, for weight matrices
+  // that llama.cpp repacks (WeightMatrix::repacked); null where sluice has no such order.
+  VecDotFn vec_dot_repack[kTypeSlots] = {};       // the GEMV's order (per super-block)
+  VecDotFn vec_dot_repack_gemm[kTypeSlots] = {};  // the 4-row GEMM's order (per sub-block pair)
 };
 
 const KernelTable& scalar_kernels();

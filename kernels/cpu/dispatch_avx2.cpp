@@ -29,6 +29,8 @@ void add_avx2_kernels(KernelTable& t) {
   dot(GgmlType::Q4_K, avx2::vec_dot_q4_k);
   dot(GgmlType::Q5_K, avx2::vec_dot_q5_k);
   dot(GgmlType::Q6_K, avx2::vec_dot_q6_k);
+  t.vec_dot_repack[size_t(GgmlType::Q4_K)] = avx2::vec_dot_q4_k_repack;
+  t.vec_dot_repack_gemm[size_t(GgmlType::Q4_K)] = avx2::vec_dot_q4_k_repack_gemm;
 }
 
 }  // namespace sluice::kernels::cpu

@@ -48,6 +48,8 @@ void check_shapes(const WeightMatrix& w, size_t x_size, int64_t n_tokens, size_t
 
 }  // namespace
 
+bool ggml_repacks(GgmlType type, int64_t n_rows) { return type == GgmlType::Q4_K && n_rows % 8 == 0; }
+
 size_t matmul_scratch_bytes(GgmlType weight_type, int64_t n_cols, int64_t n_tokens) {
   return size_t(ggml_row_bytes(vec_dot_type(weight_type), uint64_t(n_cols))) * size_t(n_tokens);
 }
@@ -64,7 +66,17 @@ void matmul(const WeightMatrix& w, std::span<const float> x, int64_t n_tokens, s
   const GgmlType act_type = vec_dot_type(w.type);
   const size_t act_row = ggml_row_bytes(act_type, uint64_t(w.n_cols));
   const auto quantize = k.quantize[size_t(act_type)];
-  const auto dot = k.vec_dot[size_t(w.type)];
+  // The dot of token t: vec_dot, or for a matrix llama.cpp repacks the GEMM's order for the first
+  // gemm_tokens tokens (whole groups of 4, when there are at least 4) and the GEMV's for the rest.
+  cpu::VecDotFn dot = k.vec_dot[size_t(w.type)], gemm_dot = dot;
+  int64_t gemm_tokens = 0;
+  if (w.repack != GgmlRepack::none && k.vec_dot_repack[size_t(w.type)] != nullptr) {
+    dot = gemm_dot = k.vec_dot_repack[size_t(w.type)];
+    if (w.repack == GgmlRepack::mul_mat && n_tokens > 3) {
+      gemm_dot = k.vec_dot_repack_gemm[size_t(w.type)];
+      gemm_tokens = n_tokens - n_tokens % 4;
+    }
+  }
   for (int64_t t = 0; t < n_tokens; ++t)
     quantize(x.data() + t * w.n_cols, scratch.data() + t * act_row, w.n_cols);
 
@@ -73,15 +85,18 @@ void matmul(const WeightMatrix& w, std::span<const float> x, int64_t n_tokens, s
     const std::byte* act;
     size_t act_row;
     int64_t n_tokens;
+    int64_t gemm_tokens;
     float* y;
     cpu::VecDotFn dot;
-  } task{w, scratch.data(), act_row, n_tokens, y.data(), dot};
+    cpu::VecDotFn gemm_dot;
+  } task{w, scratch.data(), act_row, n_tokens, gemm_tokens, y.data(), dot, gemm_dot};
   pool.parallel_for(w.n_rows, kRowGrain, [&task](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
       const std::byte* row = task.w.data + size_t(r) * task.w.row_stride;
       // One weight row against every token while it is hot in cache.
       for (int64_t t = 0; t < task.n_tokens; ++t)
-        task.y[t * task.w.n_rows + r] = task.dot(row, task.act + size_t(t) * task.act_row, task.w.n_cols);
+        task.y[t * task.w.n_rows + r] =
+            (t < task.gemm_tokens ? task.gemm_dot : task.dot)(row, task.act + size_t(t) * task.act_row, task.w.n_cols);
     }
   });
 }

@@ -1,6 +1,8 @@
 // Scalar dot products of the k-quants with Q8_K activations.
 // Per super-block the weighted integer sum is exact; it is scaled once by d (and the min term by
 // dmin using Q8_K's bsums), then accumulated in f32 as ggml does.
+#include <cmath>
+
 #include "kernels/cpu/blocks.h"
 #include "kernels/cpu/scalar.h"
 
@@ -86,6 +88,47 @@ float vec_dot_q4_k(const void* w, const void* act, int64_t n) {
     sum += d * float(isum) - dmin * float(summs);
   }
   return sum;
+}
+
+namespace {
+
+// llama.cpp's x86 CPU backend repacks Q4_K matrices (REPACK: 8 rows interleaved, block_q4_Kx8) and
+// multiplies them with its own GEMV/GEMM, which sum in another order than vec_dot: the weighted
+// integer sum and the min sum (both exact) of a group of sub-blocks are turned into floats, and
+// each is accumulated by one fma into its own accumulator; the min accumulator is subtracted once
+// at the end. The GEMV's group is a whole super-block (8 sub-blocks), the 4-row GEMM's a pair.
+template <int kGroup>
+float q4_k_repack_order(const void* w, const void* act, int64_t n) {
+  const auto* x = static_cast<const BlockQ4_K*>(w);
+  const auto* y = static_cast<const BlockQ8_K*>(act);
+  float acc = 0.0f, acc_min = 0.0f;
+  for (int64_t i = 0; i < n / kQK_K; ++i) {
+    const float d = fp16_to_f32(x[i].d) * y[i].d;
+    const float dmin = fp16_to_f32(x[i].dmin) * y[i].d;
+    for (int g = 0; g < 8; g += kGroup) {
+      int isum = 0, summs = 0;
+      for (int j = g; j < g + kGroup; ++j) {
+        uint8_t sc, m;
+        scale_min_k4(j, x[i].scales, &sc, &m);
+        const uint8_t* q4 = x[i].qs + 32 * (j / 2);
+        const int8_t* q8 = y[i].qs + 32 * j;
+        int s = 0;
+        for (int l = 0; l < 32; ++l) s += ((j % 2 == 0) ? (q4[l] & 0xF) : (q4[l] >> 4)) * q8[l];
+        isum += sc * s;
+        summs += m * (y[i].bsums[2 * j] + y[i].bsums[2 * j + 1]);
+      }
+      acc = std::fma(float(isum), d, acc);
+      acc_min = std::fma(float(summs), dmin, acc_min);
+    }
+  }
+  return acc - acc_min;
+}
+
+}  // namespace
+
+float vec_dot_q4_k_repack(const void* w, const void* act, int64_t n) { return q4_k_repack_order<8>(w, act, n); }
+float vec_dot_q4_k_repack_gemm(const void* w, const void* act, int64_t n) {
+  return q4_k_repack_order<2>(w, act, n);
 }
 
 float vec_dot_q5_k(const void* w, const void* act, int64_t n) {

@@ -5,6 +5,8 @@
 // madd (into int32), and accumulated as integers; the super-block's f32 scale is applied once.
 // Offsets (Q6_K's -32, Q3_K's -4) are applied as a second maddubs and a subtraction, which keeps
 // every maddubs operand unsigned on the left as the instruction requires.
+#include <cmath>
+
 #include "kernels/cpu/avx2.h"
 #include "kernels/cpu/avx2_common.h"
 #include "kernels/cpu/blocks.h"
@@ -35,18 +37,24 @@ inline int min_term(const uint8_t* mins, const int16_t* bsums) {
 
 }  // namespace
 
+// The min term is accumulated as ggml's AVX2 vec_dot does it: four float lanes, each the fma of
+// -dmin with the exact min products of two sub-blocks, reduced (0+2)+(1+3) after the last block.
 float vec_dot_q4_k(const void* w, const void* act, int64_t n) {
   const auto* x = static_cast<const BlockQ4_K*>(w);
   const auto* y = static_cast<const BlockQ8_K*>(act);
   const __m256i low4 = _mm256_set1_epi8(0x0F);
   __m256 acc = _mm256_setzero_ps();
-  float mins_sum = 0.0f;
+  __m128 acc_m = _mm_setzero_ps();
   for (int64_t i = 0; i < n / kQK_K; ++i) {
     uint8_t sm[16];
     unpack_scales_mins(x[i].scales, sm);
     const float d = y[i].d * half_to_f32(x[i].d);
-    const float dmin = y[i].d * half_to_f32(x[i].dmin);
-    mins_sum += dmin * float(min_term(sm + 8, y[i].bsums));
+    const float neg_dmin = -y[i].d * half_to_f32(x[i].dmin);
+    const __m128i mins = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sm + 8)));
+    const __m256i bsums = load32(y[i].bsums);
+    // Per sub-block sums of the activation (pairs of Q8_K's 16-value sums), then mins . sums pairwise.
+    const __m128i q8s = _mm_hadd_epi16(_mm256_castsi256_si128(bsums), _mm256_extracti128_si256(bsums, 1));
+    acc_m = _mm_fmadd_ps(_mm_set1_ps(neg_dmin), _mm_cvtepi32_ps(_mm_madd_epi16(mins, q8s)), acc_m);
     const __m256i sc =
         duplicate_lanes(_mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sm))));
     __m256i sumi = _mm256_setzero_si256();
@@ -60,7 +68,50 @@ float vec_dot_q4_k(const void* w, const void* act, int64_t n) {
     }
     acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
   }
-  return hsum(acc) - mins_sum;
+  acc_m = _mm_add_ps(acc_m, _mm_movehl_ps(acc_m, acc_m));
+  acc_m = _mm_add_ss(acc_m, _mm_movehdup_ps(acc_m));
+  return hsum(acc) + _mm_cvtss_f32(acc_m);
+}
+
+// The orders of llama.cpp's repacked Q4_K GEMV (kPairsPerGroup 4: per super-block) and 4-row GEMM
+// (1: per pair of sub-blocks); see the scalar q4_k_repack_order. The integer part is
+// vec_dot_q4_k's, summed to one exact int per group.
+template <int kPairsPerGroup>
+float q4_k_repack_order(const void* w, const void* act, int64_t n) {
+  const auto* x = static_cast<const BlockQ4_K*>(w);
+  const auto* y = static_cast<const BlockQ8_K*>(act);
+  const __m256i low4 = _mm256_set1_epi8(0x0F);
+  float acc = 0.0f, acc_min = 0.0f;
+  for (int64_t i = 0; i < n / kQK_K; ++i) {
+    uint8_t sm[16];
+    unpack_scales_mins(x[i].scales, sm);
+    const float d = half_to_f32(x[i].d) * y[i].d;
+    const float dmin = half_to_f32(x[i].dmin) * y[i].d;
+    const __m256i sc =
+        duplicate_lanes(_mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sm))));
+    for (int g = 0; g < 4; g += kPairsPerGroup) {
+      __m256i sumi = _mm256_setzero_si256();
+      int summs = 0;
+      for (int j = g; j < g + kPairsPerGroup; ++j) {
+        const __m256i q4 = load32(x[i].qs + 32 * j);
+        const __m256i lo = _mm256_maddubs_epi16(_mm256_and_si256(q4, low4), load32(y[i].qs + 64 * j));
+        const __m256i hi = _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(q4, 4), low4),
+                                                load32(y[i].qs + 64 * j + 32));
+        sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(lo, broadcast_scale(sc, 2 * j)));
+        sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(hi, broadcast_scale(sc, 2 * j + 1)));
+        summs += sm[8 + 2 * j] * (y[i].bsums[4 * j] + y[i].bsums[4 * j + 1]) +
+                 sm[9 + 2 * j] * (y[i].bsums[4 * j + 2] + y[i].bsums[4 * j + 3]);
+      }
+      acc = std::fma(float(hsum_i32(sumi)), d, acc);
+      acc_min = std::fma(float(summs), dmin, acc_min);
+    }
+  }
+  return acc - acc_min;
+}
+
+float vec_dot_q4_k_repack(const void* w, const void* act, int64_t n) { return q4_k_repack_order<4>(w, act, n); }
+float vec_dot_q4_k_repack_gemm(const void* w, const void* act, int64_t n) {
+  return q4_k_repack_order<1>(w, act, n);
 }
 
 float vec_dot_q5_k(const void* w, const void* act, int64_t n) {
@@ -98,15 +149,21 @@ float vec_dot_q5_k(const void* w, const void* act, int64_t n) {
   return hsum(acc) - mins_sum;
 }
 
+// As ggml's AVX2 vec_dot sums: the products of the unsigned 6-bit values go into the 8 int32
+// lanes, and the -32 offset is taken off afterwards from Q8_K's 16-value sums, lane k losing
+// 32 * (bsums[2k] * scale[2k] + bsums[2k+1] * scale[2k+1]). The integer total is the same either
+// way, but which lane holds what decides the float rounding.
 float vec_dot_q6_k(const void* w, const void* act, int64_t n) {
   const auto* x = static_cast<const BlockQ6_K*>(w);
   const auto* y = static_cast<const BlockQ8_K*>(act);
   const __m256i low4 = _mm256_set1_epi8(0x0F);
   const __m256i m3 = _mm256_set1_epi8(0x03);
-  const __m256i bias = _mm256_set1_epi8(32);
   __m256 acc = _mm256_setzero_ps();
   for (int64_t i = 0; i < n / kQK_K; ++i) {
-    const float d = half_to_f32(x[i].d) * y[i].d;
+    const float d = y[i].d * half_to_f32(x[i].d);
+    const __m256i all_scales =
+        _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x[i].scales)));
+    const __m256i offset = _mm256_slli_epi32(_mm256_madd_epi16(load32(y[i].bsums), all_scales), 5);
     __m256i sumi = _mm256_setzero_si256();
     for (int half = 0; half < 2; ++half) {
       const uint8_t* ql = x[i].ql + 64 * half;
@@ -125,13 +182,11 @@ float vec_dot_q6_k(const void* w, const void* act, int64_t n) {
       v[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), low4),
                              _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), m3), 4));
       for (int g = 0; g < 4; ++g) {
-        const __m256i a = load32(q8 + 32 * g);
-        // (v - 32) . a = v . a - 32 . a
-        const __m256i p = _mm256_sub_epi16(_mm256_maddubs_epi16(v[g], a), _mm256_maddubs_epi16(bias, a));
+        const __m256i p = _mm256_maddubs_epi16(v[g], load32(q8 + 32 * g));  // <= 2*63*128: no saturation
         sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, pair_scales(sc, g)));
       }
     }
-    acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(_mm256_sub_epi32(sumi, offset)), acc);
   }
   return hsum(acc);
 }

@@ -11,18 +11,14 @@ namespace {
 inline __m256i load32(const int8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
 inline __m256 scale_of(float a, float b) { return _mm256_set1_ps(a * b); }
 
-// Runs block(i, acc) over all blocks with two accumulators (even and odd blocks), so consecutive
-// FMAs do not wait on each other.
+// Runs block(i, acc) over all blocks with one accumulator, blocks in order: ggml's AVX2 order, so
+// that each dot is llama.cpp's to the bit (two accumulators, even and odd blocks, were faster but
+// moved the last bits, which quantized activations and recurrent state then amplify).
 template <class Block>
 inline float over_blocks(int64_t nb, Block block) {
-  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-  int64_t i = 0;
-  for (; i + 2 <= nb; i += 2) {
-    acc0 = block(i, acc0);
-    acc1 = block(i + 1, acc1);
-  }
-  if (i < nb) acc0 = block(i, acc0);
-  return hsum(_mm256_add_ps(acc0, acc1));
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t i = 0; i < nb; ++i) acc = block(i, acc);
+  return hsum(acc);
 }
 
 // 16 packed 4-bit indices -> 32 signed bytes looked up in a 16-entry code table.
