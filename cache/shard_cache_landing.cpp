@@ -106,10 +106,7 @@ void ShardCache::finish_landed_locked(uint32_t slot, uint64_t seq) {
   c.read_ns += ns;
   c.read_ns_max = std::max(c.read_ns_max, ns);
   x.landed_seq = seq;
-  if (x.speculative) {
-    --speculative_in_flight_;
-    x.speculative = false;
-  }
+  read_ended_locked(x);
   if (!x.error.empty()) {
     x.state = State::failed;
     if (x.pins == 0) free_slot_locked(slot);

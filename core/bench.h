@@ -11,11 +11,20 @@
 //   io_wait_share       share of decode wall time spent waiting for shards
 //   ceiling_tok_s       disk_gbps_raw / read_bytes_per_token: what the disk allows at this traffic
 //   achieved_over_ceiling  decode_tok_s / ceiling_tok_s
+//   prediction_recall / _precision   speculative gating (--prefetch-depth): share of routed experts
+//                       that were predicted / of predicted experts that were routed
+//   previous_token_recall  the same recall for "this layer's experts of the previous token"
+//   speculative_waste_bytes_per_token  speculative reads for experts not routed in that step
+//   io_hidden_share     1 - IO wait / IO busy time (wall time with a read in flight): the share of
+//                       IO time hidden behind compute
+// and per MoE layer (`layers`) the same prediction figures plus hidden_miss_share: of the demand
+// accesses that needed a read (misses + prefetched), the share already landed when demanded.
 // Peak RSS is the process high-water mark over the run (reset before it where the kernel allows).
 #pragma once
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "core/engine.h"
 
@@ -28,6 +37,12 @@ struct BenchOptions {
   bool cold = false;
   uint64_t seed = 1;
   double disk_gbps_raw = 0;  // measured by the caller once per invocation (0: not known)
+};
+
+struct BenchLayer {
+  double prediction_recall = 0, prediction_precision = 0, previous_token_recall = 0;
+  uint64_t speculative_wasted_bytes = 0;
+  double hidden_miss_share = 0;
 };
 
 struct BenchResult {
@@ -45,6 +60,11 @@ struct BenchResult {
   int64_t page_cache_growth_bytes = 0;  // /proc/meminfo Cached after - before
   uint64_t decode_bytes_read = 0;
   uint64_t evictions = 0;
+  int prefetch_depth = 0;
+  double prediction_recall = 0, prediction_precision = 0, previous_token_recall = 0;
+  double speculative_waste_bytes_per_token = 0;
+  double io_hidden_share = 0;
+  std::vector<BenchLayer> layers;  // per MoE layer, decode phase
   std::string budget_split;  // Engine::describe_budget()
   std::string io_backend;
 };

@@ -80,7 +80,9 @@ Engine::Engine(const EngineOptions& options) : options_(options) {
   } else {
     experts_ = std::make_unique<InCoreExpertSource>(*model_);
   }
-  session_ = std::make_unique<Session>(*model_, *experts_, *pool_, options.session);
+  SessionOptions session_options = options.session;
+  if (!streaming) session_options.prefetch_depth = 0;  // nothing to read ahead
+  session_ = std::make_unique<Session>(*model_, *experts_, *pool_, session_options);
 
   split_.resident_weights = model_->weight_bytes();
   split_.kv_cache = session_->kv_cache().bytes();
@@ -112,6 +114,15 @@ Engine::Engine(const EngineOptions& options) : options_(options) {
   copts.budget_bytes = arena_budget;
   copts.policy = options.policy;
   copts.policy_options = options.policy_options;
+  {
+    const uint32_t depth = static_cast<uint32_t>(std::max(1, options.session.prefetch_depth));
+    copts.max_speculative_in_flight =
+        options.prefetch_max_requests ? options.prefetch_max_requests : depth * layout.n_expert_used;
+    uint64_t largest = 0;
+    for (uint32_t l = 0; l < layout.n_layer(); ++l) largest = std::max(largest, cache::slot_bytes(layout, l));
+    copts.max_speculative_bytes_in_flight =
+        options.prefetch_max_bytes ? options.prefetch_max_bytes : copts.max_speculative_in_flight * largest;
+  }
   cache_ = std::make_unique<cache::ShardCache>(layout, *reader_, copts);
   streamed_->attach(*cache_);
   split_.expert_arena = cache_->plan().arena_bytes;

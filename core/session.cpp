@@ -75,6 +75,10 @@ Session::Session(const Model& model, ExpertSource& experts, kernels::ThreadPool&
     route_groups_.resize(sz(B * c.n_group_used));
     expert_out_.resize(sz(B * K * E));
     expert_list_.resize(sz(X));
+    pending_.resize(sz(X));
+    if (o.prefetch_depth < 0)
+      throw Error(ErrorCode::invalid_argument, "--prefetch-depth " + std::to_string(o.prefetch_depth) + " must be 0 or more");
+    if (o.prefetch_depth > 0) predictor_ = std::make_unique<ExpertPredictor>(model, o.prefetch_depth);
     gather_.resize(sz(B * K));
     xe_.resize(sz(B * E));
     ge_.resize(sz(B * c.n_ff_exp));
@@ -117,8 +121,8 @@ uint64_t Session::scratch_bytes() const {
         &head_res_, &ffn_g_, &ffn_u_, &sh_out_, &router_logits_, &router_scratch_, &route_w_,
         &expert_out_, &xe_, &ge_, &ue_, &de_, &rope_cache_, &logits_})
     f += v->size() * 4;
-  return f + mm_scratch_.size() + slots_.size() +
-         4 * (route_ids_.size() + route_groups_.size() + expert_list_.size() + gather_.size());
+  return f + mm_scratch_.size() + slots_.size() + (predictor_ ? predictor_->scratch_bytes() : 0) +
+         4 * (route_ids_.size() + route_groups_.size() + expert_list_.size() + pending_.size() + gather_.size());
 }
 
 void Session::matmul(const kernels::WeightMatrix& w, const float* x, int64_t n, float* y, MatKind kind) {

@@ -1,0 +1,72 @@
+#include "core/expert_predictor.h"
+
+#include <algorithm>
+
+#include "common/error.h"
+#include "kernels/matvec.h"
+#include "kernels/rms_norm.h"
+
+namespace sluice::core {
+
+namespace {
+size_t sz(int64_t n) { return static_cast<size_t>(std::max<int64_t>(n, 0)); }
+}  // namespace
+
+ExpertPredictor::ExpertPredictor(const Model& model, int depth)
+    : model_(model), depth_(depth), params_(RouterParams::from_config(model.config())) {
+  if (depth < 1) throw Error(ErrorCode::invalid_argument, "prefetch depth " + std::to_string(depth) + " must be at least 1");
+  const ModelConfig& c = model.config();
+  const int64_t R = kMaxRows, E = c.n_embd, X = c.n_expert, K = c.n_expert_used;
+  h_.resize(sz(R * E));
+  logits_.resize(sz(R * X));
+  weights_.resize(sz(K));
+  router_scratch_.resize(params_.scratch_floats());
+  ids_.resize(sz(K));
+  groups_.resize(sz(std::max<int64_t>(c.n_group_used, 1)));
+  list_.resize(sz(X));
+  seen_.resize(sz(X));
+  size_t mm = 64;
+  for (int64_t il = 0; il < c.n_layer; ++il) {
+    if (!c.is_moe_layer(il)) continue;
+    const Tensor& g = model.layer(il).gate_inp;
+    mm = std::max(mm, kernels::matmul_scratch_bytes(g.type, g.ne[0], R));
+  }
+  mm_scratch_.resize(mm);
+}
+
+uint64_t ExpertPredictor::scratch_bytes() const {
+  return 4 * (h_.size() + logits_.size() + weights_.size() + router_scratch_.size() + ids_.size() + groups_.size() +
+              list_.size()) +
+         seen_.size() + mm_scratch_.size();
+}
+
+void ExpertPredictor::predict(int64_t il, std::span<const float> x, int64_t n, ExpertSource& source,
+                              kernels::ThreadPool& pool) {
+  const ModelConfig& c = model_.config();
+  if (n < 1 || n > kMaxRows) return;
+  const int64_t E = c.n_embd, X = c.n_expert, K = c.n_expert_used;
+  int found = 0;
+  for (int64_t m = il + 1; m < c.n_layer && found < depth_; ++m) {
+    if (!c.is_moe_layer(m)) continue;
+    ++found;
+    const LayerWeights& L = model_.layer(m);
+    kernels::rms_norm(x.first(sz(n * E)), L.ffn_norm.f32(), c.rms_eps, E, {h_.data(), sz(n * E)});
+    kernels::matmul(L.gate_inp.matrix(), {h_.data(), sz(n * E)}, n, {logits_.data(), sz(n * X)}, mm_scratch_, pool);
+    const std::span<const float> bias = L.exp_probs_b ? L.exp_probs_b.f32() : std::span<const float>{};
+    std::fill(seen_.begin(), seen_.end(), 0);
+    size_t n_list = 0;
+    for (int64_t t = 0; t < n; ++t) {
+      const std::span<int32_t> groups{groups_.data(), params_.n_groups > 1 ? sz(c.n_group_used) : 0};
+      route_token(params_, {logits_.data() + t * X, sz(X)}, bias, ids_, {weights_.data(), sz(K)}, groups,
+                  router_scratch_);
+      for (const int32_t e : ids_) {
+        if (seen_[sz(e)]) continue;
+        seen_[sz(e)] = 1;
+        list_[n_list++] = e;
+      }
+    }
+    source.prefetch(static_cast<int>(m), {list_.data(), n_list});
+  }
+}
+
+}  // namespace sluice::core
