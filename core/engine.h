@@ -51,7 +51,7 @@ struct EngineOptions {
 
 // The --prefetch-depth the CLI uses unless told otherwise (the better of 1 and 2 as measured on
 // a synthetic Kimi K2 at --cache-experts 10%; see README).
-constexpr int kDefaultPrefetchDepth = 1;
+constexpr int kDefaultPrefetchDepth = 2;
 
 struct BudgetSplit {
   uint64_t resident_weights = 0;  // non-routed tensors in RAM (all tensors when in-core)

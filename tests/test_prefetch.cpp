@@ -177,15 +177,17 @@ TEST_CASE("logits are bit-identical with prefetch depth 0 to 3 at small budgets 
       sluice::core::Engine e(o);
       reference = logits_of(e, stem);
     }
-    uint64_t minimum = 0, unlimited = 0;
-    {
-      sluice::core::Engine e(engine_options(stem));
-      minimum = e.budget().minimum();
-      unlimited = e.budget().total();
-    }
-    for (auto kind : {sluice::io::IoKind::uring, sluice::io::IoKind::pread}) {
-      for (uint64_t budget : {minimum, minimum + (unlimited - minimum) / 4}) {
-        for (int depth : {0, 1, 2, 3}) {
+    for (int depth : {0, 1, 2, 3}) {
+      uint64_t minimum = 0, unlimited = 0;  // the predictor's scratch counts against the budget
+      {
+        auto o = engine_options(stem);
+        o.session.prefetch_depth = depth;
+        sluice::core::Engine e(o);
+        minimum = e.budget().minimum();
+        unlimited = e.budget().total();
+      }
+      for (auto kind : {sluice::io::IoKind::uring, sluice::io::IoKind::pread}) {
+        for (uint64_t budget : {minimum, minimum + (unlimited - minimum) / 4}) {
           CAPTURE(sluice::io::to_string(kind));
           CAPTURE(budget);
           CAPTURE(depth);
@@ -207,6 +209,7 @@ TEST_CASE("logits are bit-identical with prefetch depth 0 to 3 at small budgets 
             CHECK(p.total.steps > 0);
             CHECK(p.total.predicted > 0);
             CHECK(p.total.recall() > 0);  // the next layer's router on this layer's state beats nothing
+            if (budget > minimum) CHECK(e.cache()->stats().total.prefetches > 0);
           }
         }
       }
