@@ -3,6 +3,7 @@
 // experts land.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -11,6 +12,7 @@
 #include "cache/prefetcher.h"
 #include "cache/shard_cache.h"
 #include "core/engine.h"
+#include "core/streamed_experts.h"
 #include "tests/cache_test_util.h"
 
 using namespace sluice::cache;
@@ -165,6 +167,36 @@ TEST_CASE("prediction statistics count recall, precision, waste and the previous
   CHECK(s.total.wasted_bytes == kShard1);
   CHECK_THROWS_AS(p.predict(2, std::vector<int32_t>{0}), sluice::Error);
   CHECK_THROWS_AS(p.predict(0, std::vector<int32_t>{4}), sluice::Error);
+}
+
+TEST_CASE("acquire_any hands out resident experts first, then the others in the order their reads land") {
+  const std::string path = (sluice::test::reference_dir() / "tiny/deepseek2/deepseek2-q4_k_m.gguf").string();
+  sluice::core::LoadOptions lo;
+  lo.load_routed_experts = false;
+  const sluice::core::Model model = sluice::core::Model::load(path, lo);
+  const sluice::core::Model in_core = sluice::core::Model::load(path);
+  sluice::core::InCoreExpertSource reference(in_core);
+  sluice::core::StreamedLayout layout = build_shard_layout(model.gguf(), model.config());
+  const int block = layout.block_of_moe_layer.at(0);
+  TestReader reader(path);
+  reader.lifo = true;  // completions come back newest first
+  ShardCacheOptions o;
+  o.budget_bytes = 64ull << 20;
+  ShardCache cache(layout.layout, reader, o);
+  sluice::core::CachedExpertSource source(model.gguf(), model.config(), layout);
+  source.attach(cache);
+  { auto warm = cache.acquire({0, 2}); cache.wait(warm); }  // expert 2 is resident
+  std::vector<int32_t> remaining{0, 1, 2, 3};
+  source.plan(block, remaining);  // reads 0, 1, 3 go out in that order
+  std::vector<int32_t> order;
+  while (!remaining.empty()) {
+    sluice::core::ExpertPin pin(source, block, remaining);
+    order.push_back(pin.expert());
+    const auto want = reference.acquire(block, pin.expert());
+    CHECK(std::memcmp(pin.weights().down.data, want.down.data, static_cast<size_t>(want.down.n_rows * want.down.row_stride)) == 0);
+    remaining.erase(std::find(remaining.begin(), remaining.end(), pin.expert()));
+  }
+  CHECK(order == std::vector<int32_t>{2, 3, 1, 0});
 }
 
 TEST_CASE("logits are bit-identical with prefetch depth 0 to 3 at small budgets with both readers") {
