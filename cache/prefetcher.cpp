@@ -31,6 +31,7 @@ Prefetcher::Prefetcher(ShardCache& cache) : cache_(&cache), n_expert_(cache.layo
   any_predicted_.assign(n_layer, 0);
   has_previous_.assign(n_layer, 0);
   counters_.resize(n_layer);
+  queue_.reserve(layout.n_shards());
 }
 
 uint8_t& Prefetcher::flag(uint32_t layer, int32_t expert) {
@@ -42,19 +43,36 @@ uint8_t& Prefetcher::flag(uint32_t layer, int32_t expert) {
 }
 
 size_t Prefetcher::predict(uint32_t layer, std::span<const int32_t> experts) {
-  size_t started = 0;
   for (const int32_t e : experts) {
     uint8_t& f = flag(layer, e);
     f |= kPredicted;
-    if (f & kIssued) continue;
-    if (cache_->prefetch({layer, static_cast<uint32_t>(e)})) {
-      f |= kIssued;
-      ++started;
-      ++counters_[layer].issued;
-      counters_[layer].issued_bytes += shard_bytes_[layer];
-    }
+    if (f & (kIssued | kQueued)) continue;
+    f |= kQueued;
+    queue_.push_back({layer, static_cast<uint32_t>(e)});
   }
   if (!experts.empty()) any_predicted_[layer] = 1;
+  return pump();
+}
+
+size_t Prefetcher::pump() {
+  if (queue_.empty() || cache_->demand_reads_in_flight() > 0) return 0;
+  size_t started = 0, kept = 0, i = 0;
+  for (; i < queue_.size(); ++i) {
+    const ShardKey k = queue_[i];
+    uint8_t& f = flags_[shard_index(k, n_expert_)];
+    if (!(f & kQueued)) continue;  // its layer already routed: the prediction is moot
+    if (cache_->is_resident(k)) {
+      f &= static_cast<uint8_t>(~kQueued);
+      continue;
+    }
+    if (!cache_->prefetch(k)) break;  // caps reached (or no evictable slot): keep the rest queued
+    f = static_cast<uint8_t>((f & ~kQueued) | kIssued);
+    ++started;
+    ++counters_[k.layer].issued;
+    counters_[k.layer].issued_bytes += shard_bytes_[k.layer];
+  }
+  for (; i < queue_.size(); ++i) queue_[kept++] = queue_[i];
+  queue_.resize(kept);
   return started;
 }
 
@@ -90,6 +108,12 @@ void Prefetcher::observe(uint32_t layer, std::span<const int32_t> experts) {
   }
   has_previous_[layer] = 1;
   any_predicted_[layer] = 0;
+  // The layer has routed: its queued predictions are moot.
+  size_t kept = 0;
+  for (const ShardKey& k : queue_) {
+    if (k.layer != layer) queue_[kept++] = k;
+  }
+  queue_.resize(kept);
 }
 
 PredictionStats Prefetcher::stats() const {

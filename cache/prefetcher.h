@@ -4,12 +4,16 @@
 // expert_predictor.h: the layer's router applied to an earlier hidden state). Per step:
 //
 //   prefetcher.predict(layer, experts);   // 0..n times per layer, before the layer routes:
-//                                         // starts reads for predicted experts not resident, in
-//                                         // the given order, until the cache's speculative caps
-//                                         // (requests and bytes in flight) refuse
+//                                         // queues the predicted experts and pumps
+//   prefetcher.pump();                    // when no demand read is in flight, starts queued
+//                                         // predictions not resident, in order, until the
+//                                         // cache's speculative caps (requests, bytes) refuse
 //   prefetcher.observe(layer, routed);    // the experts the layer actually routed to: closes
 //                                         // the layer's predictions for the step into the stats
 //
+// Demand reads go first: speculative reads only start while the disk has no demand read
+// outstanding (measured on the synthetic Kimi K2: issuing them alongside demand reads slowed
+// decode, the disk being shared). The expert source pumps after each expert it hands out.
 // Predictions of one layer within a step are a union (depth 2 predicts layer L from L-1 and L-2).
 // Bookkeeping per layer (PredictionCounters), over steps where the layer had a prediction:
 //   recall     = correct / actual     share of routed experts that were predicted
@@ -58,13 +62,15 @@ class Prefetcher {
  public:
   explicit Prefetcher(ShardCache& cache);
 
-  // Returns how many reads it started. Experts outside [0, n_expert) throw Error(internal).
+  // Return how many reads they started. Experts outside [0, n_expert) throw Error(internal).
   size_t predict(uint32_t layer, std::span<const int32_t> experts);
+  size_t pump();
+  size_t queued() const { return queue_.size(); }
   void observe(uint32_t layer, std::span<const int32_t> experts);
   PredictionStats stats() const;
 
  private:
-  enum : uint8_t { kPredicted = 1, kIssued = 2 };
+  enum : uint8_t { kPredicted = 1, kIssued = 2, kQueued = 8 };
   uint8_t& flag(uint32_t layer, int32_t expert);
 
   ShardCache* cache_;
@@ -75,6 +81,7 @@ class Prefetcher {
   std::vector<uint8_t> previous_;        // [layer][expert]: routed in the layer's previous step
   std::vector<uint8_t> has_previous_;    // per layer
   std::vector<PredictionCounters> counters_;
+  std::vector<ShardKey> queue_;  // predicted, not issued yet; capacity n_shards (no reallocation)
 };
 
 }  // namespace sluice::cache

@@ -413,6 +413,11 @@ bool ShardCache::is_resident(ShardKey key) const {
   return s >= 0 && slots_[s].state != State::failed;
 }
 
+uint32_t ShardCache::demand_reads_in_flight() const {
+  std::lock_guard lock(mutex_);
+  return reads_in_flight_ - speculative_in_flight_;
+}
+
 CacheStats ShardCache::stats() const {
   std::lock_guard lock(mutex_);
   CacheStats st;

@@ -160,6 +160,8 @@ class ShardCache {
   size_t wait_any(std::span<const Pin> pins);
 
   bool is_resident(ShardKey key) const;  // landed or being read
+  // Demand (non-speculative) reads issued and not yet reaped; the prefetcher waits for zero.
+  uint32_t demand_reads_in_flight() const;
   CacheStats stats() const;
   const CachePlan& plan() const { return plan_; }
   const ShardLayout& layout() const { return layout_; }

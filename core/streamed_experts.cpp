@@ -135,6 +135,8 @@ ExpertWeights CachedExpertSource::weights_of(int layer, size_t i) {
     cache().wait(pins_[i]);
     held_[i] = std::move(pins_[i]);
   }
+  // Speculative reads wait for the demand reads; this one has landed, maybe the last of them.
+  if (prefetcher_) prefetcher_->pump();
   const ExpertShape& shape = shapes_[static_cast<size_t>(layer)];
   ExpertWeights w{shape.gate, shape.up, shape.down};
   w.gate.data = held_[i].tensor(0).data();

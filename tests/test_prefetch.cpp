@@ -169,6 +169,31 @@ TEST_CASE("prediction statistics count recall, precision, waste and the previous
   CHECK_THROWS_AS(p.predict(0, std::vector<int32_t>{4}), sluice::Error);
 }
 
+TEST_CASE("predictions wait while a demand read is in flight and start once it has landed") {
+  CacheFixture fx;
+  TestReader reader(fx.path.string());  // completions wait until someone reaps
+  ShardCache cache(fx.layout, reader, options(8));
+  Prefetcher p(cache);
+  auto demand = cache.acquire({0, 0});
+  CHECK(cache.demand_reads_in_flight() == 1);
+  CHECK(p.predict(1, std::vector<int32_t>{2, 3}) == 0);
+  CHECK(p.queued() == 2);
+  CHECK(cache.stats().total.prefetches == 0);
+  cache.wait(demand);
+  CHECK(cache.demand_reads_in_flight() == 0);
+  CHECK(p.pump() == 2);
+  CHECK(p.queued() == 0);
+  CHECK(cache.stats().layers[1].prefetches == 2);
+  // Queued predictions of a layer that has routed are dropped, not read.
+  auto demand2 = cache.acquire({0, 1});
+  CHECK(p.predict(0, std::vector<int32_t>{2}) == 0);
+  p.observe(0, std::vector<int32_t>{3});
+  cache.wait(demand2);
+  CHECK(p.pump() == 0);
+  CHECK(p.queued() == 0);
+  CHECK(p.stats().layers[0].issued == 0);
+}
+
 TEST_CASE("acquire_any hands out resident experts first, then the others in the order their reads land") {
   const std::string path = (sluice::test::reference_dir() / "tiny/deepseek2/deepseek2-q4_k_m.gguf").string();
   sluice::core::LoadOptions lo;
