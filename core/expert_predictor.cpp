@@ -10,6 +10,11 @@ namespace sluice::core {
 
 namespace {
 size_t sz(int64_t n) { return static_cast<size_t>(std::max<int64_t>(n, 0)); }
+
+// Only each row's best quarter of the predicted top-k is read: on the synthetic Kimi K2 (10%
+// cache, depth 2) the full top-8 had precision 0.41 and read 148 MB/token that was not routed,
+// slowing decode; the top 2 had precision 0.67 and 21 MB/token of waste.
+int64_t top_per_row(int64_t k) { return std::max<int64_t>(1, k / 4); }
 }  // namespace
 
 ExpertPredictor::ExpertPredictor(const Model& model, int depth)
@@ -59,7 +64,7 @@ void ExpertPredictor::predict(int64_t il, std::span<const float> x, int64_t n, E
       const std::span<int32_t> groups{groups_.data(), params_.n_groups > 1 ? sz(c.n_group_used) : 0};
       route_token(params_, {logits_.data() + t * X, sz(X)}, bias, ids_, {weights_.data(), sz(K)}, groups,
                   router_scratch_);
-      for (const int32_t e : ids_) {
+      for (const int32_t e : std::span<const int32_t>(ids_).first(sz(top_per_row(K)))) {
         if (seen_[sz(e)]) continue;
         seen_[sz(e)] = 1;
         list_[n_list++] = e;

@@ -10,8 +10,9 @@
 //   logits = gate_inp of M . h                 [n][n_expert]
 //   ids    = route_token(M's routing params, logits, M's selection bias)   top-k per row
 //
-// and the union of ids over the rows (nearest layer first, each row's experts best first) goes
-// to ExpertSource::prefetch(M, ...). Only small batches are predicted (decode, or a few
+// and the union over the rows of each row's best max(1, k/4) ids (nearest layer first, best
+// first) goes to ExpertSource::prefetch(M, ...): the lower-ranked predictions are right too
+// rarely to pay for their reads (figures in expert_predictor.cpp). Only small batches are predicted (decode, or a few
 // sequences): a prefill batch routes to most experts anyway, and prefetching the next layer
 // would evict experts the current layer still needs.
 //
