@@ -31,15 +31,15 @@ struct Session::Sizes {
          heads_out = 0, head_in = 0, head_res = 0, ffn_g = 0, ffn_u = 0, sh_out = 0, router_logits = 0,
          router_scratch = 0, route_w = 0, expert_out = 0, xe = 0, ge = 0, ue = 0, de = 0, rope_cache = 0,
          logits = 0;                                                        // floats
-  size_t route_ids = 0, route_groups = 0, expert_list = 0, gather = 0;   // int32
-  size_t mm_scratch = 0, slots = 0, slot_bytes = 0;                      // bytes
+  size_t route_ids = 0, route_groups = 0, expert_list = 0, gather = 0;   // int32 (pending_: expert_list)
+  size_t mm_scratch = 0, slots = 0, slot_bytes = 0, predictor = 0;       // bytes
   int64_t n_slots = 1;
 
   uint64_t bytes() const {
     uint64_t f = x + cur + attn_out + ffn_out + q + k + v + qa + kva + qcur + kqv + heads_out + head_in + head_res +
                  ffn_g + ffn_u + sh_out + router_logits + router_scratch + route_w + expert_out + xe + ge + ue + de +
                  rope_cache + logits;
-    return 4 * (f + route_ids + route_groups + expert_list + gather) + mm_scratch + slots;
+    return 4 * (f + route_ids + route_groups + 2 * expert_list + gather) + mm_scratch + slots + predictor;
   }
 
   static Sizes of(const Model& model, const SessionOptions& o, int64_t n_threads) {
@@ -47,6 +47,8 @@ struct Session::Sizes {
     Sizes z;
     if (o.n_batch <= 0)
       throw Error(ErrorCode::invalid_argument, "batch size " + std::to_string(o.n_batch) + " must be positive");
+    if (o.prefetch_depth < 0)
+      throw Error(ErrorCode::invalid_argument, "--prefetch-depth " + std::to_string(o.prefetch_depth) + " must be 0 or more");
     const int64_t B = o.n_batch, E = c.n_embd;
     z.x = z.cur = z.attn_out = z.ffn_out = sz(B * E);
     int64_t k_len = 0, v_len = 0;
@@ -88,6 +90,7 @@ struct Session::Sizes {
       z.gather = sz(B * K);
       z.xe = z.de = z.sh_out = sz(B * E);
       z.ge = z.ue = sz(B * c.n_ff_exp);
+      if (o.prefetch_depth > 0) z.predictor = ExpertPredictor::scratch_bytes_for(model);
     }
     z.logits = sz(B * c.n_vocab);
 
@@ -159,11 +162,13 @@ Session::Session(const Model& model, ExpertSource& experts, kernels::ThreadPool&
   route_ids_.resize(z.route_ids);
   route_groups_.resize(z.route_groups);
   expert_list_.resize(z.expert_list);
+  pending_.resize(z.expert_list);
   gather_.resize(z.gather);
   mm_scratch_.resize(z.mm_scratch);
   n_slots_ = z.n_slots;
   slot_bytes_ = z.slot_bytes;
   slots_.resize(z.slots);
+  if (o.prefetch_depth > 0 && model.config().n_expert > 0) predictor_ = std::make_unique<ExpertPredictor>(model, o.prefetch_depth);
   scratch_bytes_ = z.bytes();
 }
 

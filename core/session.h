@@ -30,9 +30,11 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <vector>
 
+#include "core/expert_predictor.h"
 #include "core/expert_source.h"
 #include "core/kv_cache.h"
 #include "core/matmul_offload.h"
@@ -46,6 +48,9 @@ struct SessionOptions {
   int64_t n_ctx = 0;                 // 0: min(training context, 4096)
   int64_t n_batch = 512;             // most tokens per forward() call
   GgmlType kv_type = GgmlType::F16;  // F16 or F32
+  // Speculative gating (core/expert_predictor.h): predict the experts of this many following MoE
+  // layers and hand them to ExpertSource::prefetch. 0: off. Never changes results.
+  int prefetch_depth = 0;
 };
 
 // One MoE routing decision: experts in llama.cpp's order (descending selection score), their
@@ -88,6 +93,7 @@ class Session {
   int64_t n_ctx() const { return kv_.n_ctx(); }
   int64_t n_batch() const { return n_batch_; }
   const KvCache& kv_cache() const { return kv_; }
+  int prefetch_depth() const { return predictor_ ? predictor_->depth() : 0; }
   uint64_t scratch_bytes() const { return scratch_bytes_; }
 
  private:
@@ -118,13 +124,14 @@ class Session {
   KvCache kv_;
   RoutingObserver* observer_ = nullptr;
   MatmulOffload* offload_ = nullptr;
+  std::unique_ptr<ExpertPredictor> predictor_;  // null: prefetch off
 
   // Activations, [n_batch][...] row-major.
   std::vector<float> x_, cur_, attn_out_, ffn_out_;
   std::vector<float> q_, k_, v_, qa_, kva_, qcur_, kqv_, heads_out_, head_in_, head_res_;
   std::vector<float> ffn_g_, ffn_u_, sh_out_;
   std::vector<float> router_logits_, router_scratch_, route_w_, expert_out_;
-  std::vector<int32_t> route_ids_, route_groups_, expert_list_, gather_;
+  std::vector<int32_t> route_ids_, route_groups_, expert_list_, pending_, gather_;
   std::vector<float> xe_, ge_, ue_, de_;
   std::vector<float> rope_cache_;
   std::vector<float> logits_;
