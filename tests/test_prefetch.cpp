@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -38,11 +39,16 @@ std::vector<int32_t> tokens_of(const std::string& stem, const char* field) {
 }
 
 // Teacher-forced logits: the prompt as one batch, then each generated token alone.
+// The prompt in batches of the session's batch size (one batch unless a tight budget lowered
+// it), then each generated token alone.
 std::vector<float> logits_of(sluice::core::Engine& engine, const std::string& stem) {
   const auto prompt = tokens_of(stem, "prompt_tokens"), gen = tokens_of(stem, "gen_tokens");
   std::vector<float> all;
-  auto rows = engine.forward(prompt, 0);
-  all.insert(all.end(), rows.begin(), rows.end());
+  const size_t b = static_cast<size_t>(engine.n_batch());
+  for (size_t i = 0; i < prompt.size(); i += b) {
+    auto rows = engine.forward({prompt.data() + i, std::min(b, prompt.size() - i)}, static_cast<int64_t>(i));
+    all.insert(all.end(), rows.begin(), rows.end());
+  }
   for (size_t s = 0; s < gen.size(); ++s) {
     auto row = engine.forward({&gen[s], 1}, static_cast<int64_t>(prompt.size() + s));
     all.insert(all.end(), row.begin(), row.end());
@@ -227,24 +233,31 @@ TEST_CASE("acquire_any hands out resident experts first, then the others in the 
 TEST_CASE("logits are bit-identical with prefetch depth 0 to 3 at small budgets with both readers") {
   for (const char* stem : {"tiny/deepseek2/deepseek2-q4_k_m", "tiny/qwen3moe/qwen3moe-q4_k_m"}) {
     CAPTURE(stem);
-    std::vector<float> reference;
-    {
+    std::map<int64_t, std::vector<float>> reference;  // in core, by prompt batch
+    auto reference_at = [&](int64_t batch) -> const std::vector<float>& {
+      auto it = reference.find(batch);
+      if (it != reference.end()) return it->second;
       auto o = engine_options(stem);
       o.in_core = true;
+      o.session.n_batch = batch;
       sluice::core::Engine e(o);
-      reference = logits_of(e, stem);
-    }
+      return reference[batch] = logits_of(e, stem);
+    };
     for (int depth : {0, 1, 2, 3}) {
-      uint64_t minimum = 0, unlimited = 0;  // the predictor's scratch counts against the budget
+      // The predictor's scratch counts against the budget. experts_minimum: every layer resident
+      // at the full batch, the expert cache at its minimum; below it layers stream and the
+      // predictor (which reads later blocks' routers) is off.
+      uint64_t minimum = 0, experts_minimum = 0, unlimited = 0;
       {
         auto o = engine_options(stem);
         o.session.prefetch_depth = depth;
         sluice::core::Engine e(o);
         minimum = e.budget().minimum();
         unlimited = e.budget().total();
+        experts_minimum = unlimited - e.budget().expert_arena + e.budget().expert_min;
       }
       for (auto kind : {sluice::io::IoKind::uring, sluice::io::IoKind::pread}) {
-        for (uint64_t budget : {minimum, minimum + (unlimited - minimum) / 4}) {
+        for (uint64_t budget : {minimum, experts_minimum, experts_minimum + (unlimited - experts_minimum) / 4}) {
           CAPTURE(sluice::io::to_string(kind));
           CAPTURE(budget);
           CAPTURE(depth);
@@ -253,20 +266,22 @@ TEST_CASE("logits are bit-identical with prefetch depth 0 to 3 at small budgets 
           o.io.kind = kind;
           o.session.prefetch_depth = depth;
           sluice::core::Engine e(o);
-          CHECK(e.session().prefetch_depth() == depth);
+          const bool layers_stream = e.layer_cache() != nullptr;
+          CHECK(e.session().prefetch_depth() == (layers_stream ? 0 : depth));
           CHECK(e.budget().total() <= budget);
           auto logits = logits_of(e, stem);
-          REQUIRE(logits.size() == reference.size());
-          CHECK(std::memcmp(logits.data(), reference.data(), logits.size() * sizeof(float)) == 0);
+          const auto& ref = reference_at(e.n_batch());
+          REQUIRE(logits.size() == ref.size());
+          CHECK(std::memcmp(logits.data(), ref.data(), logits.size() * sizeof(float)) == 0);
           const PredictionStats p = e.prefetcher()->stats();
-          if (depth == 0) {
+          if (depth == 0 || layers_stream) {
             CHECK(p.total.steps == 0);
             CHECK(e.cache()->stats().total.prefetches == 0);
           } else {
             CHECK(p.total.steps > 0);
             CHECK(p.total.predicted > 0);
             CHECK(p.total.recall() > 0);  // the next layer's router on this layer's state beats nothing
-            if (budget > minimum) CHECK(e.cache()->stats().total.prefetches > 0);
+            if (budget > experts_minimum) CHECK(e.cache()->stats().total.prefetches > 0);
           }
         }
       }
