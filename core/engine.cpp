@@ -83,7 +83,7 @@ Engine::Engine(const EngineOptions& options) : options_(options) {
   session_ = std::make_unique<Session>(*model_, *experts_, *pool_, options.session);
 
   split_.resident_weights = model_->weight_bytes();
-  split_.kv_cache = session_->kv_cache().bytes();
+  split_.kv_cache = session_->kv_bytes();
   split_.scratch = session_->scratch_bytes();
   split_.budget = options.budget_bytes;
   if (!streaming) {

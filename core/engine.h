@@ -67,6 +67,12 @@ class Engine {
     if (cache_) cache_->begin_token();
     return session_->forward(tokens, start_pos, all_logits);
   }
+  // Several sequences in one pass (continuous batching): one step for the cache.
+  std::span<const float> forward_batch(std::span<const int32_t> tokens, std::span<const int32_t> seqs,
+                                       std::span<const int64_t> positions, std::span<const uint8_t> want_logits) {
+    if (cache_) cache_->begin_token();
+    return session_->forward_batch(tokens, seqs, positions, want_logits);
+  }
   const Model& model() const { return *model_; }
   io::Reader& reader() { return *reader_; }
   cache::ShardCache* cache() { return cache_.get(); }  // null when in-core

@@ -28,10 +28,17 @@ Session::Session(const Model& model, ExpertSource& experts, kernels::ThreadPool&
     : model_(model),
       experts_(experts),
       pool_(pool),
-      n_batch_(o.n_batch),
-      kv_(model.config(), o.kv_type, default_ctx(model.config(), o.n_ctx)) {
+      n_batch_(o.n_batch) {
   const ModelConfig& c = model.config();
   if (n_batch_ <= 0) throw Error(ErrorCode::invalid_argument, "batch size " + std::to_string(n_batch_) + " must be positive");
+  if (o.n_seq <= 0 || o.n_seq > 4096)
+    throw Error(ErrorCode::invalid_argument, "sequence count " + std::to_string(o.n_seq) + " must be in [1, 4096]");
+  kv_.reserve(sz(o.n_seq));
+  for (int64_t s = 0; s < o.n_seq; ++s) kv_.emplace_back(c, o.kv_type, default_ctx(c, o.n_ctx));
+  pos_.resize(sz(n_batch_));
+  seq_.resize(sz(n_batch_));
+  seq_used_.resize(sz(o.n_seq));
+  seq_count_.resize(sz(o.n_seq));
   const int64_t B = n_batch_, E = c.n_embd;
   x_.resize(sz(B * E));
   cur_.resize(sz(B * E));
@@ -102,8 +109,8 @@ Session::Session(const Model& model, ExpertSource& experts, kernels::ThreadPool&
   mm_scratch_.resize(std::max<size_t>(mm, kAlign));
 
   n_slots_ = std::max<int64_t>(1, pool.size());
-  const int64_t n_ctx = kv_.n_ctx();
-  const GgmlType qt = kernels::vec_dot_type(kv_.type());
+  const int64_t n_ctx = kv_[0].n_ctx();
+  const GgmlType qt = kernels::vec_dot_type(kv_[0].type());
   slot_bytes_ = align_up(sz(n_ctx) * 4) + align_up(sz(n_ctx) * 2) +
                 align_up(ggml_row_bytes(qt, static_cast<uint64_t>(k_len))) + align_up(sz(v_len) * 4) +
                 align_up(sz(n_ctx) * 4);
@@ -117,7 +124,8 @@ uint64_t Session::scratch_bytes() const {
         &head_res_, &ffn_g_, &ffn_u_, &sh_out_, &router_logits_, &router_scratch_, &route_w_,
         &expert_out_, &xe_, &ge_, &ue_, &de_, &rope_cache_, &logits_})
     f += v->size() * 4;
-  return f + mm_scratch_.size() + slots_.size() +
+  return f + mm_scratch_.size() + slots_.size() + 8 * (pos_.size() + seq_used_.size() + seq_count_.size()) +
+         4 * seq_.size() +
          4 * (route_ids_.size() + route_groups_.size() + expert_list_.size() + gather_.size());
 }
 
@@ -148,14 +156,78 @@ std::span<const float> Session::forward(std::span<const int32_t> tokens, int64_t
   const ModelConfig& c = model_.config();
   const int64_t n = static_cast<int64_t>(tokens.size());
   const int64_t E = c.n_embd;
-  if (n == 0) throw Error(ErrorCode::invalid_argument, "forward() needs at least one token");
   if (n > n_batch_)
     throw Error(ErrorCode::invalid_argument, "batch of " + std::to_string(n) + " tokens exceeds the batch size " +
                                                  std::to_string(n_batch_));
-  if (start_pos < 0 || start_pos + n > kv_.n_ctx())
+  if (start_pos < 0 || start_pos + n > n_ctx())
     throw Error(ErrorCode::invalid_argument, std::to_string(n) + " tokens at position " + std::to_string(start_pos) +
-                                                 " do not fit the context of " + std::to_string(kv_.n_ctx()) +
+                                                 " do not fit the context of " + std::to_string(n_ctx()) +
                                                  " tokens (raise -c)");
+  std::fill(seq_used_.begin(), seq_used_.end(), 0);
+  std::fill(seq_count_.begin(), seq_count_.end(), 0);
+  for (int64_t t = 0; t < n; ++t) {
+    pos_[sz(t)] = start_pos + t;
+    seq_[sz(t)] = 0;
+  }
+  seq_used_[0] = start_pos + n;
+  seq_count_[0] = n;
+  run_layers(tokens);
+  const int64_t first = all_logits ? 0 : n - 1;
+  const int64_t n_out = n - first;
+  const std::span<float> xo{x_.data() + first * E, sz(n_out * E)};
+  const std::span<float> co{cur_.data(), sz(n_out * E)};
+  kernels::rms_norm(xo, model_.output_norm().f32(), c.rms_eps, E, co);
+  matmul(model_.output().matrix(), co.data(), n_out, logits_.data());
+  return {logits_.data(), sz(n_out * c.n_vocab)};
+}
+
+std::span<const float> Session::forward_batch(std::span<const int32_t> tokens, std::span<const int32_t> seqs,
+                                              std::span<const int64_t> positions,
+                                              std::span<const uint8_t> want_logits) {
+  const ModelConfig& c = model_.config();
+  const int64_t n = static_cast<int64_t>(tokens.size());
+  const int64_t E = c.n_embd;
+  if (seqs.size() != tokens.size() || positions.size() != tokens.size() || want_logits.size() != tokens.size())
+    throw Error(ErrorCode::invalid_argument, "forward_batch(): tokens, sequences, positions and logit flags differ in length");
+  if (n > n_batch_)
+    throw Error(ErrorCode::invalid_argument, "batch of " + std::to_string(n) + " tokens exceeds the batch size " +
+                                                 std::to_string(n_batch_));
+  std::fill(seq_used_.begin(), seq_used_.end(), 0);
+  std::fill(seq_count_.begin(), seq_count_.end(), 0);
+  for (int64_t t = 0; t < n; ++t) {
+    const int32_t s = seqs[sz(t)];
+    const int64_t p = positions[sz(t)];
+    if (s < 0 || s >= n_seq())
+      throw Error(ErrorCode::invalid_argument, "sequence " + std::to_string(s) + " is outside [0, " +
+                                                   std::to_string(n_seq()) + ")");
+    if (p < 0 || p >= n_ctx())
+      throw Error(ErrorCode::invalid_argument, "position " + std::to_string(p) + " does not fit the context of " +
+                                                   std::to_string(n_ctx()) + " tokens (raise -c)");
+    if (seq_count_[sz(s)] > 0 && p < seq_used_[sz(s)])
+      throw Error(ErrorCode::invalid_argument, "positions of sequence " + std::to_string(s) + " must ascend in a batch");
+    pos_[sz(t)] = p;
+    seq_[sz(t)] = s;
+    seq_used_[sz(s)] = p + 1;
+    ++seq_count_[sz(s)];
+  }
+  run_layers(tokens);
+  int64_t n_out = 0;
+  for (int64_t t = 0; t < n; ++t) {
+    if (!want_logits[sz(t)]) continue;
+    kernels::rms_norm({x_.data() + t * E, sz(E)}, model_.output_norm().f32(), c.rms_eps, E,
+                      {cur_.data() + n_out * E, sz(E)});
+    ++n_out;
+  }
+  if (n_out == 0) return {};
+  matmul(model_.output().matrix(), cur_.data(), n_out, logits_.data());
+  return {logits_.data(), sz(n_out * c.n_vocab)};
+}
+
+void Session::run_layers(std::span<const int32_t> tokens) {
+  const ModelConfig& c = model_.config();
+  const int64_t n = static_cast<int64_t>(tokens.size());
+  const int64_t E = c.n_embd;
+  if (n == 0) throw Error(ErrorCode::invalid_argument, "forward() needs at least one token");
   const Tensor& embd = model_.token_embd();
   for (int64_t t = 0; t < n; ++t) {
     const int32_t id = tokens[sz(t)];
@@ -169,21 +241,14 @@ std::span<const float> Session::forward(std::span<const int32_t> tokens, int64_t
   for (int64_t il = 0; il < c.n_layer; ++il) {
     const LayerWeights& L = model_.layer(il);
     kernels::rms_norm(x, L.attn_norm.f32(), c.rms_eps, E, cur);
-    if (c.is_mla()) attention_mla(il, n, start_pos);
-    else attention_gqa(il, n, start_pos);
+    if (c.is_mla()) attention_mla(il, n);
+    else attention_gqa(il, n);
     kernels::add({attn_out_.data(), sz(n * E)}, x, x);  // ffn_inp
     kernels::rms_norm(x, L.ffn_norm.f32(), c.rms_eps, E, cur);
-    if (c.is_moe_layer(il)) ffn_moe(il, n, start_pos, ffn_out_.data());
+    if (c.is_moe_layer(il)) ffn_moe(il, n, ffn_out_.data());
     else ffn_dense(L.ffn_gate, L.ffn_up, L.ffn_down, n, ffn_out_.data());
     kernels::add({ffn_out_.data(), sz(n * E)}, x, x);  // l_out
   }
-  const int64_t first = all_logits ? 0 : n - 1;
-  const int64_t n_out = n - first;
-  const std::span<float> xo{x_.data() + first * E, sz(n_out * E)};
-  const std::span<float> co{cur_.data(), sz(n_out * E)};
-  kernels::rms_norm(xo, model_.output_norm().f32(), c.rms_eps, E, co);
-  matmul(model_.output().matrix(), co.data(), n_out, logits_.data());
-  return {logits_.data(), sz(n_out * c.n_vocab)};
 }
 
 }  // namespace sluice::core

@@ -24,6 +24,14 @@
 //     expert outputs in routing order (llama.cpp's ffn_moe_out).
 // Result: qwen3moe and llama-moe F32/F16 logits are bit-identical to llama.cpp's.
 //
+// Several sequences (continuous batching): with n_seq > 1 the session holds one KV cache per
+// sequence, and forward_batch(tokens, seqs, positions) evaluates tokens of different sequences in
+// one pass: every matmul (and the MoE's expert-major grouping) covers the whole batch, attention
+// runs per token over its own sequence's cache. A token sees exactly what it would see in a
+// single-sequence forward() of its sequence's tokens in this batch (same causal window, same
+// padded KV cell count), so with quantized weights (row-independent matmuls) the logits equal
+// single-sequence runs bit for bit; F16/F32 weights take ggml's batch summation order, as above.
+//
 // Memory: everything (KV cache, activations, router scratch, matmul scratch, per-thread attention
 // scratch) is sized in the constructor from the config, n_ctx and n_batch. forward() allocates
 // nothing.
@@ -44,6 +52,7 @@ struct SessionOptions {
   int64_t n_ctx = 0;                 // 0: min(training context, 4096)
   int64_t n_batch = 512;             // most tokens per forward() call
   GgmlType kv_type = GgmlType::F16;  // F16 or F32
+  int64_t n_seq = 1;                 // sequences (KV caches of n_ctx each) forward_batch can mix
 };
 
 // One MoE routing decision: experts in llama.cpp's order (descending selection score), their
@@ -70,24 +79,35 @@ class Session {
   // Error(invalid_argument): empty or more than n_batch tokens, a token id outside the
   // vocabulary, or positions past the context.
   std::span<const float> forward(std::span<const int32_t> tokens, int64_t start_pos, bool all_logits = true);
+  // Tokens of several sequences in one pass: token t belongs to sequence seqs[t] at position
+  // positions[t]; a sequence's tokens must be in ascending position order and its earlier
+  // positions already evaluated. Returns one logits row per token whose want_logits[t] is
+  // non-zero, in batch order. Error(invalid_argument) as forward(), plus a sequence outside
+  // [0, n_seq) or mismatched span sizes.
+  std::span<const float> forward_batch(std::span<const int32_t> tokens, std::span<const int32_t> seqs,
+                                       std::span<const int64_t> positions, std::span<const uint8_t> want_logits);
 
   void set_routing_observer(RoutingObserver* observer) { observer_ = observer; }
   const ModelConfig& config() const { return model_.config(); }
-  int64_t n_ctx() const { return kv_.n_ctx(); }
+  int64_t n_ctx() const { return kv_[0].n_ctx(); }
+  int64_t n_seq() const { return static_cast<int64_t>(kv_.size()); }
   int64_t n_batch() const { return n_batch_; }
-  const KvCache& kv_cache() const { return kv_; }
+  const KvCache& kv_cache(int64_t seq = 0) const { return kv_[static_cast<size_t>(seq)]; }
+  uint64_t kv_bytes() const { return kv_[0].bytes() * kv_.size(); }  // all sequences
   uint64_t scratch_bytes() const;
 
  private:
-  void attention_gqa(int64_t il, int64_t n, int64_t start_pos);
-  void attention_mla(int64_t il, int64_t n, int64_t start_pos);
+  // Checks the batch, embeds it and runs every layer; pos_/seq_/seq_used_/seq_count_ are set.
+  void run_layers(std::span<const int32_t> tokens);
+  void attention_gqa(int64_t il, int64_t n);
+  void attention_mla(int64_t il, int64_t n);
   // Attends every (token, head) of the batch; q rows of `q_stride` floats, heads `q_head_stride`
   // apart; writes `v_len` floats per head to out (heads `out_head_stride` apart).
-  void attend(int64_t il, int64_t n, int64_t start_pos, const float* q, int64_t q_stride, int64_t q_head_stride,
+  void attend(int64_t il, int64_t n, const float* q, int64_t q_stride, int64_t q_head_stride,
               int64_t k_len, int64_t v_len, float* out, int64_t out_stride, int64_t out_head_stride);
   void ffn_dense(const Tensor& gate, const Tensor& up, const Tensor& down, int64_t n, float* out);
-  void ffn_moe(int64_t il, int64_t n, int64_t start_pos, float* out);
-  void route(int64_t il, int64_t n, int64_t start_pos);
+  void ffn_moe(int64_t il, int64_t n, float* out);
+  void route(int64_t il, int64_t n);
   // How ggml meets this product, which decides its summation order and activation rounding
   // (kernels/dot_f32.h): a plain mul_mat of a contiguous activation, a permuted activation
   // (converted to a contiguous copy first when it needs rounding), or mul_mat_id (experts).
@@ -98,7 +118,12 @@ class Session {
   ExpertSource& experts_;
   kernels::ThreadPool& pool_;
   int64_t n_batch_;
-  KvCache kv_;
+  std::vector<KvCache> kv_;  // one per sequence
+  // Per token of the current batch: position and sequence; per sequence: the cells the batch
+  // fills up to (its largest position + 1) and its token count.
+  std::vector<int64_t> pos_;
+  std::vector<int32_t> seq_;
+  std::vector<int64_t> seq_used_, seq_count_;
   RoutingObserver* observer_ = nullptr;
 
   // Activations, [n_batch][...] row-major.
