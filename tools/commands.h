@@ -12,6 +12,7 @@ int cmd_bench_model(int argc, char** argv);    // sluice bench -m MODEL
 int cmd_index(int argc, char** argv);
 int cmd_inspect(int argc, char** argv);
 int cmd_run(int argc, char** argv);
+int cmd_serve(int argc, char** argv);
 int cmd_tokenize(int argc, char** argv);
 int cmd_synth(int argc, char** argv);
 int cmd_tune(int argc, char** argv);
