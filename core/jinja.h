@@ -5,10 +5,12 @@
 // Supported:
 //   statements  if/elif/else, for (one or two loop names, `if` filter, else, loop.index0/index/
 //               first/last/length/revindex), set (names and namespace attributes), macro with
-//               default arguments, {# comments #}, whitespace control {%- -%} {{- -}}
-//   expressions literals (strings, ints, floats, true/false/none in either case, lists, dicts),
+//               default arguments, break/continue (jinja2.ext.loopcontrols, which HF enables),
+//               {# comments #}, whitespace control {%- -%} {{- -}}
+//   expressions literals (strings, ints, floats, true/false/none in either case, lists, tuples
+//               (as lists), dicts),
 //               names, a.b, a[i], a[i:j:k], calls, filters (tojson, string, length, trim, upper,
-//               lower, replace, default, join, first, last, list, items, int), tests (defined,
+//               lower, replace, default, join, first, last, list, items, dictsort, int), tests (defined,
 //               undefined, none, string, number, integer, boolean, mapping, iterable, sequence,
 //               true, false, odd, even), + - * / // % ~, comparisons, in / not in, and/or/not,
 //               a if b else c

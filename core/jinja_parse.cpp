@@ -52,7 +52,7 @@ std::vector<Segment> split(std::string_view src) {
   size_t pos = 0;
   bool strip_next = false;
   while (pos <= src.size()) {
-    size_t start = pos;
+    size_t start = pos < src.size() ? pos : std::string_view::npos;
     while (start < src.size()) {
       start = src.find('{', start);
       if (start == std::string_view::npos || start + 1 >= src.size()) { start = std::string_view::npos; break; }
@@ -401,8 +401,21 @@ class ExprParser {
       case Token::Kind::op:
         if (t.text == "(") {
           ++p_;
+          if (is_op(")")) {  // () is an empty tuple
+            ++p_;
+            return make(Expr::Kind::list);
+          }
           ExprPtr e = expression();
-          if (is_op(",")) throw unsupported(line_, "a tuple");
+          if (is_op(",")) {  // a tuple: read-only use makes it a list
+            auto n = make(Expr::Kind::list);
+            n->args.push_back(std::move(e));
+            while (is_op(",")) {
+              ++p_;
+              if (is_op(")")) break;
+              n->args.push_back(expression());
+            }
+            e = std::move(n);
+          }
           expect(")");
           return e;
         }
