@@ -37,6 +37,7 @@ Session::Session(const Model& model, ExpertSource& experts, kernels::ThreadPool&
   for (int64_t s = 0; s < o.n_seq; ++s) kv_.emplace_back(c, o.kv_type, default_ctx(c, o.n_ctx));
   pos_.resize(sz(n_batch_));
   seq_.resize(sz(n_batch_));
+  runs_.reserve(sz(n_batch_) + 1);
   seq_used_.resize(sz(o.n_seq));
   seq_count_.resize(sz(o.n_seq));
   const int64_t B = n_batch_, E = c.n_embd;
@@ -130,6 +131,17 @@ uint64_t Session::scratch_bytes() const {
 }
 
 void Session::matmul(const kernels::WeightMatrix& w, const float* x, int64_t n, float* y, MatKind kind) {
+  const bool order_depends_on_rows =
+      kind != MatKind::mul_mat_id && (w.type == GgmlType::F32 || w.type == GgmlType::F16);
+  if (order_depends_on_rows && runs_.size() > 2 && n == runs_n_) {
+    for (size_t r = 0; r + 1 < runs_.size(); ++r)
+      matmul_rows(w, x + runs_[r] * w.n_cols, runs_[r + 1] - runs_[r], y + runs_[r] * w.n_rows, kind);
+    return;
+  }
+  matmul_rows(w, x, n, y, kind);
+}
+
+void Session::matmul_rows(const kernels::WeightMatrix& w, const float* x, int64_t n, float* y, MatKind kind) {
   if (w.type == GgmlType::F32) {  // no conversion: a permuted activation stays on the vector path
     kernels::matmul_f32_ggml(w, {x, sz(n * w.n_cols)}, n, {y, sz(n * w.n_rows)}, kind == MatKind::plain, pool_);
     return;
@@ -171,6 +183,8 @@ std::span<const float> Session::forward(std::span<const int32_t> tokens, int64_t
   }
   seq_used_[0] = start_pos + n;
   seq_count_[0] = n;
+  runs_.assign({0, n});
+  runs_n_ = n;
   run_layers(tokens);
   const int64_t first = all_logits ? 0 : n - 1;
   const int64_t n_out = n - first;
@@ -210,14 +224,25 @@ std::span<const float> Session::forward_batch(std::span<const int32_t> tokens, s
     seq_used_[sz(s)] = p + 1;
     ++seq_count_[sz(s)];
   }
+  runs_.clear();
+  for (int64_t t = 0; t < n; ++t)
+    if (t == 0 || seqs[sz(t)] != seqs[sz(t - 1)]) runs_.push_back(t);
+  runs_.push_back(n);
+  runs_n_ = n;
   run_layers(tokens);
   int64_t n_out = 0;
+  runs_.clear();
+  int32_t last_seq = -1;
   for (int64_t t = 0; t < n; ++t) {
     if (!want_logits[sz(t)]) continue;
     kernels::rms_norm({x_.data() + t * E, sz(E)}, model_.output_norm().f32(), c.rms_eps, E,
                       {cur_.data() + n_out * E, sz(E)});
+    if (seqs[sz(t)] != last_seq) runs_.push_back(n_out);
+    last_seq = seqs[sz(t)];
     ++n_out;
   }
+  runs_.push_back(n_out);
+  runs_n_ = n_out;
   if (n_out == 0) return {};
   matmul(model_.output().matrix(), cur_.data(), n_out, logits_.data());
   return {logits_.data(), sz(n_out * c.n_vocab)};

@@ -29,8 +29,9 @@
 // one pass: every matmul (and the MoE's expert-major grouping) covers the whole batch, attention
 // runs per token over its own sequence's cache. A token sees exactly what it would see in a
 // single-sequence forward() of its sequence's tokens in this batch (same causal window, same
-// padded KV cell count), so with quantized weights (row-independent matmuls) the logits equal
-// single-sequence runs bit for bit; F16/F32 weights take ggml's batch summation order, as above.
+// padded KV cell count, and F32/F16 products (whose summation order depends on the row count,
+// see above) run per run of same-sequence rows), so each sequence's logits equal a single-sequence
+// run of its tokens bit for bit. Quantized products are row-independent and cover the batch.
 //
 // Memory: everything (KV cache, activations, router scratch, matmul scratch, per-thread attention
 // scratch) is sized in the constructor from the config, n_ctx and n_batch. forward() allocates
@@ -113,6 +114,7 @@ class Session {
   // (converted to a contiguous copy first when it needs rounding), or mul_mat_id (experts).
   enum class MatKind { plain, permuted, mul_mat_id };
   void matmul(const kernels::WeightMatrix& w, const float* x, int64_t n, float* y, MatKind kind = MatKind::plain);
+  void matmul_rows(const kernels::WeightMatrix& w, const float* x, int64_t n, float* y, MatKind kind);
 
   const Model& model_;
   ExpertSource& experts_;
@@ -124,6 +126,11 @@ class Session {
   std::vector<int64_t> pos_;
   std::vector<int32_t> seq_;
   std::vector<int64_t> seq_used_, seq_count_;
+  // Boundaries of the runs of consecutive same-sequence rows in the activation being multiplied
+  // (runs_n_ rows). ggml's F32/F16 products sum in an order that depends on the row count, so
+  // with several sequences in a batch they run per run: each sequence gets its own numbers.
+  std::vector<int64_t> runs_;
+  int64_t runs_n_ = 0;
   RoutingObserver* observer_ = nullptr;
 
   // Activations, [n_batch][...] row-major.
