@@ -18,6 +18,8 @@
 #include <thread>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "tests/test_support.h"
 
 extern char** environ;
@@ -99,6 +101,13 @@ class ServeProcess {
   int port_ = 0;
   int exit_ = -1;
 };
+
+// Text as a JSON string carries it: invalid UTF-8 (random tiny models emit stray byte tokens)
+// becomes U+FFFD, as the server's responses do; `sluice run` prints the raw bytes.
+inline std::string as_json_text(const std::string& s) {
+  return nlohmann::json::parse(nlohmann::json(s).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace))
+      .get<std::string>();
+}
 
 // POSTs `body` over a fresh connection and hands each chunk of the raw response to on_data;
 // stops (closing the socket) when on_data returns false or the server closes. Returns all bytes.

@@ -38,7 +38,7 @@ std::string run_text(const std::string& prompt, int n) {
   const CommandResult r = run_sluice("run -m '" + model_path() + "' --tokens " + ids + " -n " + std::to_string(n) + " --temp 0");
   REQUIRE(r.exit_code == 0);
   REQUIRE(!r.out.empty());
-  return r.out.substr(0, r.out.size() - 1);  // run ends with a newline
+  return as_json_text(r.out.substr(0, r.out.size() - 1));  // run ends with a newline
 }
 
 std::string chatml(const json& messages) {
@@ -206,6 +206,12 @@ TEST_CASE("bad requests get JSON errors and leave the server healthy") {
   streaming.get_future().wait();
   CHECK(error_of("/v1/completions", R"({"prompt": "x", "max_tokens": 2})", 503).find("queue is full") != std::string::npos);
   busy.get();
+  bool freed = false;  // the busy client left too: its slot frees at the server's next write
+  for (int i = 0; i < 200 && !freed; ++i) {
+    freed = c.Get("/metrics")->body.find("sluice_requests_active 0") != std::string::npos;
+    if (!freed) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  CHECK(freed);
 
   auto health = c.Get("/health");
   REQUIRE(health);
