@@ -49,10 +49,11 @@ def main():
     ap.add_argument("--streams", type=int, default=4)
     ap.add_argument("-n", type=int, default=32)
     ap.add_argument("-t", "--threads", default="2")
+    ap.add_argument("--policy", default="lru")
     ap.add_argument("--binary", default=os.path.join(os.path.dirname(__file__), "..", "build", "sluice"))
     a = ap.parse_args()
     cmd = [a.binary, "serve", "-m", a.model, "--port", "0", "--cache-experts", a.cache_experts, "--parallel",
-           str(a.streams), "-c", "512", "-t", a.threads, "--chat-template", "chatml"]
+           str(a.streams), "-c", "512", "-t", a.threads, "--policy", a.policy]
     srv = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True)
     port = None
     for line in srv.stderr:
@@ -68,7 +69,7 @@ def main():
         phase(port, PROMPTS[:1], 4)  # warm-up: page in resident weights
         single = phase(port, PROMPTS[1:2], a.n)
         multi = phase(port, PROMPTS[2:2 + a.streams], a.n)
-        res = {"model": os.path.basename(a.model), "cache_experts": a.cache_experts, "threads": a.threads,
+        res = {"model": os.path.basename(a.model), "cache_experts": a.cache_experts, "policy": a.policy, "threads": a.threads,
                "single": single, "multi": multi,
                "speedup": round(multi["decode_tok_s"] / single["decode_tok_s"], 3) if single["decode_tok_s"] else 0}
         print(json.dumps(res, indent=1))
