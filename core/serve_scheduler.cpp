@@ -100,6 +100,7 @@ Scheduler::Scheduler(Engine& engine, Tokenizer tokenizer, const SchedulerOptions
   batch_pos_.resize(static_cast<size_t>(n_batch_));
   batch_want_.resize(static_cast<size_t>(n_batch_));
   row_slot_.resize(static_cast<size_t>(n_batch_));
+  done_.resize(slots_.size());
   expert_mark_.assign(static_cast<size_t>(c.n_layer * std::max<int64_t>(c.n_expert, 0)), 0);
   s.set_routing_observer(this);
   thread_ = std::thread([this] { run(); });
@@ -163,8 +164,7 @@ void Scheduler::on_routing(const RoutingEvent& e) {
 }
 
 void Scheduler::finish(Slot& slot, FinishReason reason, std::string error) {
-  slot.gen->finish(reason, std::move(error));
-  {
+  {  // counted before the client is woken, so what it reads next includes this request
     std::lock_guard lock(mu_);
     if (reason == FinishReason::cancelled) ++metrics_.requests_cancelled;
     else ++metrics_.requests_finished;
@@ -172,6 +172,7 @@ void Scheduler::finish(Slot& slot, FinishReason reason, std::string error) {
     if (recent_.size() > kRecentPrompts) recent_.pop_front();
     --metrics_.active;
   }
+  slot.gen->finish(reason, std::move(error));
   slot = Slot{};
 }
 
@@ -284,6 +285,7 @@ void Scheduler::step() {
     if (s.prompt_done < s.gen->params_.prompt.size()) ++s.prompt_done;
   }
   uint64_t generated = 0;
+  size_t n_done = 0;  // requests that end with this step: finished after the counters below
   for (size_t r = 0; r < rows; ++r) {
     Slot& s = slots_[static_cast<size_t>(row_slot_[r])];
     const int32_t tok = s.sampler->sample(logits.subspan(r * static_cast<size_t>(n_vocab_), static_cast<size_t>(n_vocab_)));
@@ -292,17 +294,21 @@ void Scheduler::step() {
     ++generated;
     const GenerationParams& p = s.gen->params_;
     if (p.stop_at_eog && tokenizer_.n_vocab() > 0 && tokenizer_.is_eog(tok)) {
-      finish(s, FinishReason::stop);
+      done_[n_done++] = {row_slot_[r], FinishReason::stop};
       continue;
     }
     s.gen->deliver(tok);
     if ((p.max_tokens > 0 && s.generated >= p.max_tokens) || s.n_past >= n_ctx_) {
-      finish(s, FinishReason::length);
+      done_[n_done++] = {row_slot_[r], FinishReason::length};
       continue;
     }
     s.next = tok;
   }
+  count_step(prefill, generated, seconds, bytes_before);
+  for (size_t k = 0; k < n_done; ++k) finish(slots_[static_cast<size_t>(done_[k].first)], done_[k].second);
+}
 
+void Scheduler::count_step(bool prefill, uint64_t generated, double seconds, uint64_t bytes_before) {
   std::lock_guard lock(mu_);
   ++metrics_.steps;
   metrics_.generated_tokens += generated;

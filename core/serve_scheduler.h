@@ -131,6 +131,7 @@ class Scheduler final : public RoutingObserver {
   void admit_locked();
   void step();
   void finish(Slot& slot, FinishReason reason, std::string error = {});
+  void count_step(bool prefill, uint64_t generated, double seconds, uint64_t bytes_before);
 
   Engine& engine_;
   Tokenizer tokenizer_;
@@ -149,6 +150,7 @@ class Scheduler final : public RoutingObserver {
   std::vector<int32_t> batch_tokens_, batch_seqs_, row_slot_;
   std::vector<int64_t> batch_pos_;
   std::vector<uint8_t> batch_want_;
+  std::vector<std::pair<int32_t, FinishReason>> done_;  // per slot
   std::vector<uint32_t> expert_mark_;  // [n_layer][n_expert] step stamp, for distinct experts
   uint32_t stamp_ = 0;
   uint64_t step_pairs_ = 0, step_distinct_ = 0;

@@ -7,6 +7,7 @@
 #include <httplib.h>
 
 #include <algorithm>
+#include <cctype>
 #include <future>
 #include <nlohmann/json.hpp>
 
@@ -96,6 +97,24 @@ TEST_CASE("sluice serve answers health, models, metrics, completions and chat li
   CHECK(comp["choices"][0]["finish_reason"] == "length");
   CHECK(comp["usage"]["completion_tokens"] == 8);
   CHECK(comp["choices"][0]["text"].get<std::string>() == run_text("The capital of France", 8));
+
+  // A stop string ends the text just before it (an ASCII pair from sluice run's own text).
+  const std::string longer = run_text("The capital of France", 16);
+  size_t at = 1;
+  while (at + 1 < longer.size() && !(std::isalnum(static_cast<unsigned char>(longer[at])) &&
+                                     std::isalnum(static_cast<unsigned char>(longer[at + 1]))))
+    ++at;
+  if (at + 1 < longer.size() && std::all_of(longer.begin(), longer.begin() + static_cast<long>(at), [](char ch) {
+        return static_cast<unsigned char>(ch) < 0x80;
+      })) {
+    const std::string stop = longer.substr(at, 2);
+    const json cut = post(c, "/v1/completions", {{"prompt", "The capital of France"}, {"max_tokens", 16},
+                                                 {"temperature", 0}, {"stop", stop}});
+    CHECK(cut["choices"][0]["finish_reason"] == "stop");
+    CHECK(cut["choices"][0]["text"].get<std::string>() == longer.substr(0, longer.find(stop)));
+  } else {
+    MESSAGE("no ASCII pair in the greedy text; stop strings not checked");
+  }
 
   const json messages = json::array({{{"role", "system"}, {"content", "You are terse."}},
                                      {{"role", "user"}, {"content", "Name a colour."}}});

@@ -18,6 +18,7 @@
 #include "core/serve_scheduler.h"
 #include "core/tokenizer.h"
 #include "tools/commands.h"
+#include "tools/run_kimi_k3.h"
 #include "tools/serve_api.h"
 
 namespace sluice::tools {
@@ -230,6 +231,9 @@ int cmd_serve(int argc, char** argv) {
   }
   if (!args.count("model")) throw Error(ErrorCode::invalid_argument, "-m MODEL.gguf is required");
   const std::string model_path = args["model"].as<std::string>();
+  if (is_kimi_k3_file(model_path))
+    throw Error(ErrorCode::unsupported, "sluice serve cannot run Kimi K3 files yet (its hybrid KDA/MLA session has no "
+                                        "multi-sequence forward); use sluice run");
   const int port = args["port"].as<int>();
   if (port < 0 || port > 65535) throw Error(ErrorCode::invalid_argument, "--port " + std::to_string(port) + " must be in [0, 65535]");
   const int64_t parallel = args["parallel"].as<int64_t>();
