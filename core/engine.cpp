@@ -142,7 +142,7 @@ Engine::Engine(const EngineOptions& options) : options_(options) {
     experts_ = std::make_unique<InCoreExpertSource>(*model_);
     session_ = std::make_unique<Session>(*model_, session_source(), *pool_, session);
     split_.resident_weights = model_->weight_bytes();
-    split_.kv_cache = session_->kv_cache().bytes();
+    split_.kv_cache = session_->kv_bytes();
     split_.scratch = session_->scratch_bytes();
     split_.budget = options.budget_bytes;
     split_.n_batch = session.n_batch;
@@ -235,7 +235,7 @@ Engine::Engine(const EngineOptions& options) : options_(options) {
   session_ = std::make_unique<Session>(*model_, session_source(), *pool_, session, layers_.get());
 
   split_.resident_weights = model_->weight_bytes();
-  split_.kv_cache = session_->kv_cache().bytes();
+  split_.kv_cache = session_->kv_bytes();
   split_.scratch = session_->scratch_bytes();
   split_.budget = options.budget_bytes;
   split_.n_batch = session.n_batch;
@@ -334,6 +334,14 @@ std::span<const float> Engine::forward(std::span<const int32_t> tokens, int64_t 
   if (layer_cache_) layer_cache_->begin_token();
   if (k3_session_) return k3_session_->forward(tokens, start_pos, all_logits);
   return session_->forward(tokens, start_pos, all_logits);
+}
+
+std::span<const float> Engine::forward_batch(std::span<const int32_t> tokens, std::span<const int32_t> seqs,
+                                             std::span<const int64_t> positions, std::span<const uint8_t> want_logits) {
+  if (k3_session_) throw Error(ErrorCode::unsupported, "batched sequences are not built for kimi-k3 models yet");
+  if (cache_) cache_->begin_token();
+  if (layer_cache_) layer_cache_->begin_token();
+  return session_->forward_batch(tokens, seqs, positions, want_logits);
 }
 
 Session& Engine::session() {

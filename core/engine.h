@@ -129,6 +129,10 @@ class Engine {
   // One forward pass of whichever session the model needs; tells the caches a new step began
   // (policies age, stats count tokens).
   std::span<const float> forward(std::span<const int32_t> tokens, int64_t start_pos, bool all_logits = true);
+  // Several sequences in one pass (continuous batching, Session::forward_batch): one step for the
+  // caches. Error(unsupported) for kimi-k3.
+  std::span<const float> forward_batch(std::span<const int32_t> tokens, std::span<const int32_t> seqs,
+                                       std::span<const int64_t> positions, std::span<const uint8_t> want_logits);
   // What every architecture has.
   const GgufFile& gguf() const;
   std::string describe_model() const;

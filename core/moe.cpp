@@ -16,7 +16,7 @@ namespace {
 size_t sz(int64_t n) { return static_cast<size_t>(n); }
 }  // namespace
 
-void Session::route(int64_t il, int64_t n, int64_t start_pos) {
+void Session::route(int64_t il, int64_t n) {
   const ModelConfig& c = model_.config();
   const LayerWeights& L = *layer_;
   const int64_t X = c.n_expert, K = c.n_expert_used, GU = c.n_group_used;
@@ -28,15 +28,15 @@ void Session::route(int64_t il, int64_t n, int64_t start_pos) {
     const std::span<float> w{route_w_.data() + t * K, sz(K)};
     const std::span<int32_t> groups{route_groups_.data() + t * GU, params.n_groups > 1 ? sz(GU) : 0};
     route_token(params, {router_logits_.data() + t * X, sz(X)}, bias, ids, w, groups, router_scratch_);
-    if (observer_) observer_->on_routing({static_cast<int>(il), start_pos + t, ids, w, groups});
+    if (observer_) observer_->on_routing({static_cast<int>(il), pos_[sz(t)], ids, w, groups});
   }
 }
 
-void Session::ffn_moe(int64_t il, int64_t n, int64_t start_pos, float* out) {
+void Session::ffn_moe(int64_t il, int64_t n, float* out) {
   const ModelConfig& c = model_.config();
   const LayerWeights& L = *layer_;
   const int64_t X = c.n_expert, K = c.n_expert_used, E = c.n_embd, F = c.n_ff_exp;
-  route(il, n, start_pos);
+  route(il, n);
 
   // Distinct experts of the batch, ascending.
   int64_t n_list = 0;
