@@ -20,6 +20,9 @@ void CacheCounters::add(const CacheCounters& o) {
   io_wait_ns += o.io_wait_ns;
   prefetches += o.prefetches;
   corrupt_extents += o.corrupt_extents;
+  prefetch_hits += o.prefetch_hits;
+  prefetch_hits_landed += o.prefetch_hits_landed;
+  prefetch_unused_evicted += o.prefetch_unused_evicted;
 }
 
 // ---- Pin ----
@@ -165,6 +168,8 @@ int64_t ShardCache::reserve_locked(std::unique_lock<std::mutex>& lock, ShardKey 
       Slot& x = slots_[s];
       policy_->on_evict(x.key);
       ++counters_[x.key.layer].evictions;
+      if (x.prefetched_unused) ++counters_[x.key.layer].prefetch_unused_evicted;
+      x.prefetched_unused = false;
       slot_of_[shard_index(x.key, layout_.n_expert)] = -1;
       x.in_table = false;
       x.state = State::free;
@@ -203,7 +208,8 @@ void ShardCache::issue_locked(uint32_t slot) {
   x.state = State::reading;
   x.error.clear();
   x.pending = static_cast<uint32_t>(requests_.size());
-  x.issued = std::chrono::steady_clock::now();
+  x.read_bytes = total;
+  read_started_locked(x);
   counters_[x.key.layer].bytes_read += total;
   try {
     reader_.submit(requests_);
@@ -212,13 +218,35 @@ void ShardCache::issue_locked(uint32_t slot) {
     x.state = State::failed;
     x.error_code = e.code();
     x.error = to_string(x.key) + ": cannot submit reads: " + e.what();
-    if (x.speculative) --speculative_in_flight_, x.speculative = false;
+    read_ended_locked(x);
     if (x.pins == 0) free_slot_locked(slot);
+  }
+}
+
+void ShardCache::read_started_locked(Slot& x) {
+  x.issued = std::chrono::steady_clock::now();
+  if (reads_in_flight_++ == 0) busy_since_ = x.issued;
+  if (x.speculative) {
+    ++speculative_in_flight_;
+    speculative_bytes_in_flight_ += x.read_bytes;
+  }
+}
+
+void ShardCache::read_ended_locked(Slot& x) {
+  if (reads_in_flight_ > 0 && --reads_in_flight_ == 0) {
+    io_busy_ns_ += static_cast<uint64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - busy_since_).count());
+  }
+  if (x.speculative) {
+    --speculative_in_flight_;
+    speculative_bytes_in_flight_ -= x.read_bytes;
+    x.speculative = false;
   }
 }
 
 void ShardCache::free_slot_locked(uint32_t slot) {
   Slot& x = slots_[slot];
+  x.prefetched_unused = false;
   if (x.in_table) {
     policy_->on_evict(x.key);
     slot_of_[shard_index(x.key, layout_.n_expert)] = -1;
@@ -297,6 +325,17 @@ void ShardCache::acquire_all(std::span<const ShardKey> keys, std::span<Pin> out)
       CacheCounters& c = counters_[key.layer];
       if (was_resident[i]) {
         ++c.hits;
+        Slot& x = slots_[held[i]];
+        if (x.prefetched_unused) {
+          x.prefetched_unused = false;
+          ++c.prefetch_hits;
+          if (x.state == State::ready) ++c.prefetch_hits_landed;
+        }
+        if (x.speculative) {  // now a demand read: it no longer counts against the speculative caps
+          --speculative_in_flight_;
+          speculative_bytes_in_flight_ -= x.read_bytes;
+          x.speculative = false;
+        }
         policy_->on_access(key, true);
         continue;
       }
@@ -321,6 +360,7 @@ void ShardCache::acquire_all(std::span<const ShardKey> keys, std::span<Pin> out)
       x.key = key;
       x.pins = 1;
       x.speculative = false;
+      x.prefetched_unused = false;
       x.in_table = true;
       slot_of_[idx] = s;
       held[i] = s;
@@ -346,15 +386,21 @@ bool ShardCache::prefetch(ShardKey key) {
   check_key(key);
   const size_t idx = shard_index(key, layout_.n_expert);
   if (slot_of_[idx] >= 0 || speculative_in_flight_ >= options_.max_speculative_in_flight) return false;
+  if (options_.max_speculative_bytes_in_flight > 0 && speculative_in_flight_ > 0) {
+    uint64_t bytes = 0;
+    extents_of(key, extent_scratch_);
+    for (const ShardExtent& e : extent_scratch_) bytes += e.length;
+    if (speculative_bytes_in_flight_ + bytes > options_.max_speculative_bytes_in_flight) return false;
+  }
   int64_t s = reserve_locked(lock, key, true);
   if (s < 0) return false;
   Slot& x = slots_[s];
   x.key = key;
   x.pins = 0;
   x.speculative = true;
+  x.prefetched_unused = true;
   x.in_table = true;
   slot_of_[idx] = s;
-  ++speculative_in_flight_;
   ++counters_[key.layer].prefetches;
   policy_->on_insert(key);
   issue_locked(static_cast<uint32_t>(s));
@@ -387,6 +433,11 @@ bool ShardCache::is_resident(ShardKey key) const {
   return s >= 0 && slots_[s].state != State::failed;
 }
 
+uint32_t ShardCache::demand_reads_in_flight() const {
+  std::lock_guard lock(mutex_);
+  return reads_in_flight_ - speculative_in_flight_;
+}
+
 CacheStats ShardCache::stats() const {
   std::lock_guard lock(mutex_);
   CacheStats st;
@@ -394,6 +445,13 @@ CacheStats ShardCache::stats() const {
   for (const auto& c : counters_) st.total.add(c);
   st.tokens = tokens_;
   st.arena_bytes = plan_.arena_bytes;
+  st.io_busy_ns = io_busy_ns_;
+  if (reads_in_flight_ > 0) {
+    st.io_busy_ns += static_cast<uint64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - busy_since_).count());
+  }
+  st.speculative_in_flight = speculative_in_flight_;
+  st.speculative_bytes_in_flight = speculative_bytes_in_flight_;
   for (const Slot& x : slots_) {
     if (x.state == State::free) continue;
     ++st.resident_shards;

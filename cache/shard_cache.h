@@ -33,9 +33,17 @@
 // verified on landing by the reaping thread, outside the lock, before anyone can use the shard.
 //
 // Prefetch: prefetch(key) starts a speculative load if the shard is absent, a slot is free or
-// evictable, and fewer than max_speculative_in_flight speculative loads are pending. It never
-// throws for lack of room and never pins; the policy sees on_insert only (no access), so
-// hit/miss statistics count demand accesses. A later acquire of it is a hit.
+// evictable, and the speculative caps allow it: fewer than max_speculative_in_flight speculative
+// loads pending, and their bytes plus this one's within max_speculative_bytes_in_flight (0: no
+// byte cap; one load is always allowed when none is pending, so a cap below a shard still lets
+// prefetch trickle). It never throws for lack of room and never pins; the policy sees on_insert
+// only (no access), so hit/miss statistics count demand accesses. A later acquire of it is a hit.
+// Demand reads go first: acquire never waits behind the caps, and the caps bound how many
+// speculative reads the device can have queued ahead of a demand read.
+// Counters tell how prefetch paid off: prefetch_hits (demand found a prefetched shard; _landed:
+// its read had already completed, so the whole read hid behind compute), prefetch_unused_evicted
+// (a prefetched shard left the cache before any demand access: wasted IO). io_busy_ns is wall
+// time with at least one read in flight; io_wait_ns over it is the share of IO not hidden.
 //
 // Thread safety: all methods may be called from any thread; Pin objects may move between
 // threads. One mutex guards the table; reads are submitted under it. The reader must outlive
@@ -68,6 +76,7 @@ struct ShardCacheOptions {
   // hook runs on every landed shard after them; throw sluice::Error to reject the shard.
   std::function<void(ShardKey, std::span<const std::byte>)> verify;
   uint32_t max_speculative_in_flight = 8;
+  uint64_t max_speculative_bytes_in_flight = 0;  // 0: no byte cap
 };
 
 struct CacheCounters {
@@ -81,6 +90,9 @@ struct CacheCounters {
   uint64_t io_wait_ns = 0;     // time callers spent blocked in wait / wait_any
   uint64_t prefetches = 0;
   uint64_t corrupt_extents = 0;  // landed extents whose XXH3-64 differed from the index
+  uint64_t prefetch_hits = 0;
+  uint64_t prefetch_hits_landed = 0;
+  uint64_t prefetch_unused_evicted = 0;
   void add(const CacheCounters& o);
   double hit_rate() const { return hits + misses ? static_cast<double>(hits) / (hits + misses) : 0.0; }
 };
@@ -93,6 +105,9 @@ struct CacheStats {
   uint64_t resident_shards = 0;
   uint64_t resident_bytes = 0;  // exact: sum of slot_bytes of occupied slots
   uint64_t pinned_shards = 0;
+  uint64_t io_busy_ns = 0;           // wall time with at least one read in flight
+  uint32_t speculative_in_flight = 0;
+  uint64_t speculative_bytes_in_flight = 0;
 };
 
 class ShardCache {
@@ -149,8 +164,12 @@ class ShardCache {
   // Index of a landed pin among the non-empty ones (earliest landed first). Throws
   // Error(invalid_argument) when every pin is empty.
   size_t wait_any(std::span<const Pin> pins);
+  // Whether the pin's read failed (wait_any threw for it): lets a caller re-read that one shard.
+  bool failed(const Pin& pin) const;
 
   bool is_resident(ShardKey key) const;  // landed or being read
+  // Demand (non-speculative) reads issued and not yet reaped; the prefetcher waits for zero.
+  uint32_t demand_reads_in_flight() const;
   CacheStats stats() const;
   const CachePlan& plan() const { return plan_; }
   const ShardLayout& layout() const { return layout_; }
@@ -163,7 +182,9 @@ class ShardCache {
   enum class State : uint8_t { free, reading, ready, failed };
   struct Slot {
     State state = State::free;
-    bool speculative = false;
+    bool speculative = false;  // a prefetch read still in flight
+    bool prefetched_unused = false;  // brought by prefetch, no demand access yet
+    uint64_t read_bytes = 0;
     bool in_table = false;     // slot_of_ points here (a failed slot is detached on retry)
     ShardKey key;
     uint32_t size_class = 0;
@@ -207,6 +228,12 @@ class ShardCache {
   std::vector<int64_t> slot_of_;  // per shard_index; -1 when absent
   uint64_t landed_counter_ = 0;
   uint32_t speculative_in_flight_ = 0;
+  uint64_t speculative_bytes_in_flight_ = 0;
+  uint32_t reads_in_flight_ = 0;  // slots in the reading state
+  std::chrono::steady_clock::time_point busy_since_;
+  uint64_t io_busy_ns_ = 0;
+  void read_started_locked(Slot& x);
+  void read_ended_locked(Slot& x);
   uint64_t tokens_ = 0;
   std::vector<CacheCounters> counters_;
   std::vector<ShardKey> candidates_;

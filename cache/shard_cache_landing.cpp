@@ -111,10 +111,7 @@ void ShardCache::finish_landed_locked(uint32_t slot, uint64_t seq) {
   c.read_ns += ns;
   c.read_ns_max = std::max(c.read_ns_max, ns);
   x.landed_seq = seq;
-  if (x.speculative) {
-    --speculative_in_flight_;
-    x.speculative = false;
-  }
+  read_ended_locked(x);
   if (!x.error.empty()) {
     x.state = State::failed;
     if (x.pins == 0) free_slot_locked(slot);
@@ -142,6 +139,12 @@ void ShardCache::wait(const Pin& pin) {
   }
   if (blocked) counters_[pin.key_.layer].io_wait_ns += ns_since(t0);
   if (slots_[pin.slot_].state == State::failed) throw_failed(slots_[pin.slot_]);
+}
+
+bool ShardCache::failed(const Pin& pin) const {
+  if (!pin || pin.cache_ != this) return false;
+  std::lock_guard lock(mutex_);
+  return slots_[pin.slot_].state == State::failed;
 }
 
 size_t ShardCache::wait_any(std::span<const Pin> pins) {

@@ -19,7 +19,7 @@ size_t align_up(size_t n) { return (n + 63) / 64 * 64; }
 constexpr int64_t kKvPad = 256;
 }  // namespace
 
-void Session::attention_gqa(int64_t il, int64_t n, int64_t start_pos) {
+void Session::attention_gqa(int64_t il, int64_t n) {
   const ModelConfig& c = model_.config();
   const LayerWeights& L = *layer_;
   const int64_t H = c.n_head, Hkv = c.n_head_kv, Dk = c.head_dim_k, Dv = c.head_dim_v;
@@ -35,17 +35,18 @@ void Session::attention_gqa(int64_t il, int64_t n, int64_t start_pos) {
     kernels::rms_norm(k, L.k_norm.f32(), c.rms_eps, Dk, k);
   }
   for (int64_t t = 0; t < n; ++t) {
-    kernels::rope_cache(c.rope, start_pos + t, rope_cache_);
+    KvCache& kv = kv_[sz(seq_[sz(t)])];
+    kernels::rope_cache(c.rope, pos_[sz(t)], rope_cache_);
     kernels::rope_apply(c.rope, rope_cache_, q_.data() + t * H * Dk, H, Dk);
     kernels::rope_apply(c.rope, rope_cache_, k_.data() + t * Hkv * Dk, Hkv, Dk);
-    kv_.store(k_.data() + t * Hkv * Dk, kv_.k(il, start_pos + t), Hkv * Dk);
-    kv_.store(v_.data() + t * Hkv * Dv, kv_.v(il, start_pos + t), Hkv * Dv);
+    kv.store(k_.data() + t * Hkv * Dk, kv.k(il, pos_[sz(t)]), Hkv * Dk);
+    kv.store(v_.data() + t * Hkv * Dv, kv.v(il, pos_[sz(t)]), Hkv * Dv);
   }
-  attend(il, n, start_pos, q_.data(), H * Dk, Dk, Dk, Dv, heads_out_.data(), H * Dv, Dv);
+  attend(il, n, q_.data(), H * Dk, Dk, Dk, Dv, heads_out_.data(), H * Dv, Dv);
   matmul(L.wo.matrix(), heads_out_.data(), n, attn_out_.data());
 }
 
-void Session::attention_mla(int64_t il, int64_t n, int64_t start_pos) {
+void Session::attention_mla(int64_t il, int64_t n) {
   const ModelConfig& c = model_.config();
   const LayerWeights& L = *layer_;
   const int64_t H = c.n_head, N = c.qk_nope, R = c.qk_rope, Lkv = c.kv_lora_rank, V = c.v_head_dim;
@@ -63,7 +64,7 @@ void Session::attention_mla(int64_t il, int64_t n, int64_t start_pos) {
   for (int64_t t = 0; t < n; ++t) {
     float* q = q_.data() + t * H * QH;
     float* kva = kva_.data() + t * KR;  // [latent | rope] as the projection emits it
-    kernels::rope_cache(c.rope, start_pos + t, rope_cache_);
+    kernels::rope_cache(c.rope, pos_[sz(t)], rope_cache_);
     kernels::rope_apply(c.rope, rope_cache_, q + N, H, QH);
     kernels::rope_apply(c.rope, rope_cache_, kva + Lkv, 1, R);
     const std::span<float> latent{kva, sz(Lkv)};
@@ -72,7 +73,8 @@ void Session::attention_mla(int64_t il, int64_t n, int64_t start_pos) {
     float* row = kqv_.data();  // scratch for one cache row (kqv_ is only filled later)
     std::memcpy(row, kva + Lkv, sz(R) * 4);
     std::memcpy(row + R, kva, sz(Lkv) * 4);
-    kv_.store(row, kv_.k(il, start_pos + t), KR);
+    KvCache& kv = kv_[sz(seq_[sz(t)])];
+    kv.store(row, kv.k(il, pos_[sz(t)]), KR);
     for (int64_t h = 0; h < H; ++h) std::memcpy(qcur_.data() + (t * H + h) * KR, q + h * QH + N, sz(R) * 4);
   }
   // q_nope_absorbed[h] = wk_b[h] q_nope[h]: [qk_nope] -> [kv_lora]
@@ -83,7 +85,7 @@ void Session::attention_mla(int64_t il, int64_t n, int64_t start_pos) {
     for (int64_t t = 0; t < n; ++t)
       std::memcpy(qcur_.data() + (t * H + h) * KR + R, head_res_.data() + t * Lkv, sz(Lkv) * 4);
   }
-  attend(il, n, start_pos, qcur_.data(), H * KR, KR, KR, Lkv, kqv_.data(), H * Lkv, Lkv);
+  attend(il, n, qcur_.data(), H * KR, KR, KR, Lkv, kqv_.data(), H * Lkv, Lkv);
   // decompress: out[h] = wv_b[h] kqv[h]: [kv_lora] -> [v_head]
   for (int64_t h = 0; h < H; ++h) {
     for (int64_t t = 0; t < n; ++t)
@@ -95,26 +97,21 @@ void Session::attention_mla(int64_t il, int64_t n, int64_t start_pos) {
   matmul(L.wo.matrix(), heads_out_.data(), n, attn_out_.data());
 }
 
-void Session::attend(int64_t il, int64_t n, int64_t start_pos, const float* q, int64_t q_stride,
+void Session::attend(int64_t il, int64_t n, const float* q, int64_t q_stride,
                      int64_t q_head_stride, int64_t k_len, int64_t v_len, float* out, int64_t out_stride,
                      int64_t out_head_stride) {
   const ModelConfig& c = model_.config();
   const int64_t H = c.n_head;
   const int64_t group = c.is_mla() ? H : H / c.n_head_kv;
-  const GgmlType kt = kv_.type();
+  const GgmlType kt = kv_[0].type();
   const GgmlType qt = kernels::vec_dot_type(kt);
-  const size_t es = kv_.elem_bytes();
-  const int64_t n_ctx = kv_.n_ctx();
+  const size_t es = kv_[0].elem_bytes();
+  const int64_t n_ctx = kv_[0].n_ctx();
   const bool mla = c.is_mla();
   const bool f32 = kt == GgmlType::F32;
   const float kq_scale = c.kq_scale;
   const int64_t n_pairs = n * H;
   const int64_t n_slots = n_slots_;
-  // llama.cpp attends over n_kv cells: the used cells rounded up to its padding, capped by the
-  // cache size; masked cells weigh exactly 0 but shape the SIMD blocks of softmax and the sums.
-  const int64_t used = start_pos + n;
-  const int64_t n_kv = std::min(n_ctx, std::max(kKvPad, (used + kKvPad - 1) / kKvPad * kKvPad));
-  const bool tiny_blas = n >= 2 && n_kv % 16 == 0;  // llamafile takes batched kq x V
   pool_.parallel_for(n_slots, 1, [&](int64_t s0, int64_t s1) {
     for (int64_t slot = s0; slot < s1; ++slot) {
       std::byte* base = slots_.data() + sz(slot) * slot_bytes_;
@@ -126,21 +123,29 @@ void Session::attend(int64_t il, int64_t n, int64_t start_pos, const float* q, i
       for (int64_t p = slot; p < n_pairs; p += n_slots) {
         const int64_t t = p / H, h = p % H;
         const int64_t kvh = h / group;
-        const int64_t n_vis = start_pos + t + 1;  // causal
+        const int64_t n_vis = pos_[sz(t)] + 1;  // causal
+        // Per sequence, as a single-sequence pass of its tokens would: llama.cpp attends over n_kv
+        // cells, the used cells rounded up to its padding, capped by the cache size; masked cells
+        // weigh exactly 0 but shape the SIMD blocks of softmax and the sums.
+        const size_t s = sz(seq_[sz(t)]);
+        const KvCache& kv = kv_[s];
+        const int64_t used = seq_used_[s];
+        const int64_t n_kv = std::min(n_ctx, std::max(kKvPad, (used + kKvPad - 1) / kKvPad * kKvPad));
+        const bool tiny_blas = seq_count_[s] >= 2 && n_kv % 16 == 0;  // llamafile takes batched kq x V
         const float* qv = q + t * q_stride + h * q_head_stride;
         const size_t k_off = mla ? 0 : sz(kvh * k_len) * es;
         if (f32) {
           for (int64_t j = 0; j < n_vis; ++j)
-            scores[j] = kernels::dot_f32_ggml_vec(reinterpret_cast<const float*>(kv_.k(il, j) + k_off), qv, k_len);
+            scores[j] = kernels::dot_f32_ggml_vec(reinterpret_cast<const float*>(kv.k(il, j) + k_off), qv, k_len);
         } else {
           kernels::quantize_row(qt, qv, qact, k_len);
-          for (int64_t j = 0; j < n_vis; ++j) scores[j] = kernels::vec_dot(kt, kv_.k(il, j) + k_off, qact, k_len);
+          for (int64_t j = 0; j < n_vis; ++j) scores[j] = kernels::vec_dot(kt, kv.k(il, j) + k_off, qact, k_len);
         }
         std::fill(scores + n_vis, scores + n_kv, -std::numeric_limits<float>::infinity());
         kernels::softmax({scores, sz(n_kv)}, kq_scale);
         float* o = out + t * out_stride + h * out_head_stride;
         auto v_row = [&](int64_t j) {
-          return mla ? kv_.k(il, j) + sz(c.qk_rope) * es : kv_.v(il, j) + sz(kvh * v_len) * es;
+          return mla ? kv.k(il, j) + sz(c.qk_rope) * es : kv.v(il, j) + sz(kvh * v_len) * es;
         };
         if (f32) {
           // ggml: kqv = V^T kq, one dot per value channel over the n_kv cells

@@ -56,6 +56,16 @@ class StatsObserver final : public RoutingObserver, public KimiK3RoutingObserver
   std::vector<int> moe_of_block_;
 };
 
+cache::PredictionCounters minus(cache::PredictionCounters a, const cache::PredictionCounters& b) {
+  a.steps -= b.steps, a.predicted -= b.predicted, a.actual -= b.actual, a.correct -= b.correct;
+  a.issued -= b.issued, a.issued_bytes -= b.issued_bytes, a.wasted -= b.wasted, a.wasted_bytes -= b.wasted_bytes;
+  a.previous_steps -= b.previous_steps, a.previous_actual -= b.previous_actual;
+  a.previous_correct -= b.previous_correct;
+  return a;
+}
+
+double ratio(uint64_t num, uint64_t den) { return den ? static_cast<double>(num) / static_cast<double>(den) : 0.0; }
+
 int32_t argmax(std::span<const float> row) {
   return static_cast<int32_t>(std::max_element(row.begin(), row.end()) - row.begin());
 }
@@ -143,9 +153,11 @@ BenchResult run_bench(const BenchOptions& options) {
   r.prefill_tok_s = options.n_prompt / prefill_s;
 
   cache::CacheStats before;
+  cache::PredictionStats predicted_before;
   if (engine.cache()) before = engine.cache()->stats();
   GpuCounters gpu_before;
   if (engine.gpu()) gpu_before = engine.gpu()->counters();
+  if (engine.prefetcher()) predicted_before = engine.prefetcher()->stats();
   if (observer) observer->enabled = true;
   int32_t token = argmax(logits.last(static_cast<size_t>(n_vocab)));
   auto t_decode = Clock::now();
@@ -180,6 +192,29 @@ BenchResult run_bench(const BenchOptions& options) {
     r.hit_rate_steady = rate(at8.total, d);
     r.read_bytes_per_token_first8 = static_cast<double>(at8.total.bytes_read - b.bytes_read) / 8;
     r.read_bytes_per_token_steady = static_cast<double>(d.bytes_read - at8.total.bytes_read) / (options.n_gen - 8);
+    const cache::CacheStats after = engine.cache()->stats();
+    const uint64_t busy = after.io_busy_ns - before.io_busy_ns;
+    r.io_hidden_share = busy ? std::max(0.0, 1.0 - ratio(d.io_wait_ns - b.io_wait_ns, busy)) : 0.0;
+    r.prefetch_depth = engine.is_kimi_k3() ? 0 : engine.session().prefetch_depth();
+    const cache::PredictionStats p = engine.prefetcher()->stats();
+    const cache::PredictionCounters pt = minus(p.total, predicted_before.total);
+    r.prediction_recall = pt.recall();
+    r.prediction_precision = pt.precision();
+    r.previous_token_recall = pt.previous_recall();
+    r.speculative_waste_bytes_per_token = static_cast<double>(pt.wasted_bytes) / options.n_gen;
+    for (size_t l = 0; l < p.layers.size(); ++l) {
+      const cache::PredictionCounters pl = minus(p.layers[l], predicted_before.layers[l]);
+      const cache::CacheCounters& ca = after.layers[l];
+      const cache::CacheCounters& cb = before.layers[l];
+      BenchLayer bl;
+      bl.prediction_recall = pl.recall();
+      bl.prediction_precision = pl.precision();
+      bl.previous_token_recall = pl.previous_recall();
+      bl.speculative_wasted_bytes = pl.wasted_bytes;
+      bl.hidden_miss_share = ratio(ca.prefetch_hits_landed - cb.prefetch_hits_landed,
+                                   (ca.prefetch_hits - cb.prefetch_hits) + (ca.misses - cb.misses));
+      r.layers.push_back(bl);
+    }
   } else {
     r.hit_rate = r.hit_rate_first8 = r.hit_rate_steady = 1.0;
   }

@@ -11,6 +11,14 @@
 //   io_wait_share       share of decode wall time spent waiting for shards
 //   ceiling_tok_s       disk_gbps_raw / read_bytes_per_token: what the disk allows at this traffic
 //   achieved_over_ceiling  decode_tok_s / ceiling_tok_s
+//   prediction_recall / _precision   speculative gating (--prefetch-depth): share of routed experts
+//                       that were predicted / of predicted experts that were routed
+//   previous_token_recall  the same recall for "this layer's experts of the previous token"
+//   speculative_waste_bytes_per_token  speculative reads for experts not routed in that step
+//   io_hidden_share     1 - IO wait / IO busy time (wall time with a read in flight): the share of
+//                       IO time hidden behind compute
+// and per MoE layer (`layers`) the same prediction figures plus hidden_miss_share: of the demand
+// accesses that needed a read (misses + prefetched), the share already landed when demanded.
 // With engine.gpu the gpu_* fields describe the VRAM tier (decode-phase counters).
 // Peak RSS is the process high-water mark over the run (reset before it where the kernel allows).
 #pragma once
@@ -18,6 +26,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "core/engine.h"
 
@@ -37,6 +46,12 @@ struct BenchOptions {
   TraceRecorder* recorder = nullptr;
   // --warm (engine.warm_profile): called as the preload lands (bytes done, bytes total).
   std::function<void(uint64_t, uint64_t)> warm_progress;
+};
+
+struct BenchLayer {
+  double prediction_recall = 0, prediction_precision = 0, previous_token_recall = 0;
+  uint64_t speculative_wasted_bytes = 0;
+  double hidden_miss_share = 0;
 };
 
 struct BenchResult {
@@ -59,6 +74,11 @@ struct BenchResult {
   uint64_t evictions = 0;
   uint64_t warm_shards = 0, warm_bytes = 0;  // preloaded by --warm before the prompt
   double warm_seconds = 0;
+  int prefetch_depth = 0;
+  double prediction_recall = 0, prediction_precision = 0, previous_token_recall = 0;
+  double speculative_waste_bytes_per_token = 0;
+  double io_hidden_share = 0;
+  std::vector<BenchLayer> layers;  // per MoE layer, decode phase
   std::string budget_split;  // Engine::describe_budget()
   std::string io_backend;
   // --gpu (all zero without it). Counters cover the decode phase, like the IO figures.

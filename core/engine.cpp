@@ -101,10 +101,14 @@ Engine::Engine(const EngineOptions& options) : options_(options) {
     split_.routed_expert_bytes = summarize(file).routed_expert_bytes;
   }
   SessionOptions session = options.session;
+  if (!stream) session.prefetch_depth = 0;  // nothing to read ahead
   const uint64_t kv = Session::kv_bytes_for(config, session);
-  auto scratch_at = [&](int64_t batch) {
+  // The predictor reads later blocks' router weights, which are not in RAM when layers stream:
+  // prefetch is off then, and its scratch is not counted.
+  auto scratch_at = [&](int64_t batch, bool layers) {
     SessionOptions o = session;
     o.n_batch = batch;
+    if (layers) o.prefetch_depth = 0;
     return Session::scratch_bytes_for(planned, o, options.threads);
   };
 
@@ -138,7 +142,7 @@ Engine::Engine(const EngineOptions& options) : options_(options) {
     experts_ = std::make_unique<InCoreExpertSource>(*model_);
     session_ = std::make_unique<Session>(*model_, session_source(), *pool_, session);
     split_.resident_weights = model_->weight_bytes();
-    split_.kv_cache = session_->kv_cache().bytes();
+    split_.kv_cache = session_->kv_bytes();
     split_.scratch = session_->scratch_bytes();
     split_.budget = options.budget_bytes;
     split_.n_batch = session.n_batch;
@@ -172,7 +176,7 @@ Engine::Engine(const EngineOptions& options) : options_(options) {
     layer_two = std::min(layer_all, 2 * layer_min);
   }
   auto need = [&](bool layers, uint64_t layer_arena, int64_t batch) {
-    return Need{layers ? lean.weight_bytes() : planned.weight_bytes(), layers ? layer_arena : 0, kv, scratch_at(batch),
+    return Need{layers ? lean.weight_bytes() : planned.weight_bytes(), layers ? layer_arena : 0, kv, scratch_at(batch, layers),
                 split_.expert_min};
   };
   Need minimum = need(false, 0, 1);
@@ -203,7 +207,8 @@ Engine::Engine(const EngineOptions& options) : options_(options) {
     if (session.n_batch < requested) {
       notices_.push_back("budget: prompt batch lowered from " + std::to_string(requested) + " to " +
                          std::to_string(session.n_batch) + " tokens so the scratch fits (" +
-                         human_bytes(scratch_at(session.n_batch)) + " instead of " + human_bytes(scratch_at(requested)) +
+                         human_bytes(scratch_at(session.n_batch, stream_layers)) + " instead of " +
+                         human_bytes(scratch_at(requested, stream_layers)) +
                          ")");
     }
   }
@@ -211,6 +216,10 @@ Engine::Engine(const EngineOptions& options) : options_(options) {
   if (stream_layers && options.gpu) {
     throw Error(ErrorCode::unsupported, "--gpu with a budget that streams layers is not supported yet; raise --budget to " +
                                             human_bytes(need(false, 0, session.n_batch).total()) + " or more");
+  }
+  if (stream_layers && session.prefetch_depth > 0) {
+    notices_.push_back("prefetch: off while layers stream (the predictor needs the next layers' router weights in RAM)");
+    session.prefetch_depth = 0;
   }
   if (stream_layers) {
     load = lean_load;
@@ -226,7 +235,7 @@ Engine::Engine(const EngineOptions& options) : options_(options) {
   session_ = std::make_unique<Session>(*model_, session_source(), *pool_, session, layers_.get());
 
   split_.resident_weights = model_->weight_bytes();
-  split_.kv_cache = session_->kv_cache().bytes();
+  split_.kv_cache = session_->kv_bytes();
   split_.scratch = session_->scratch_bytes();
   split_.budget = options.budget_bytes;
   split_.n_batch = session.n_batch;
@@ -302,6 +311,18 @@ void Engine::attach_expert_cache(uint64_t all_experts_arena, const Error& too_sm
     warm_keys_ = cache::rank_by_use(warm_profile_);
     if (copts.policy_options.profile == nullptr) copts.policy_options.profile = &warm_profile_;
   }
+  {
+    // Speculative reads in flight: depth x n_expert_used, of at most the largest shard each,
+    // unless told otherwise.
+    const cache::ShardLayout& layout = streamed_->layout().layout;
+    const uint32_t depth = static_cast<uint32_t>(std::max(1, options.session.prefetch_depth));
+    copts.max_speculative_in_flight =
+        options.prefetch_max_requests ? options.prefetch_max_requests : depth * layout.n_expert_used;
+    uint64_t largest = 0;
+    for (uint32_t l = 0; l < layout.n_layer(); ++l) largest = std::max(largest, cache::slot_bytes(layout, l));
+    copts.max_speculative_bytes_in_flight =
+        options.prefetch_max_bytes ? options.prefetch_max_bytes : copts.max_speculative_in_flight * largest;
+  }
   cache_ = std::make_unique<cache::ShardCache>(streamed_->layout().layout, *reader_, copts);
   streamed_->attach(*cache_);
   split_.expert_arena = cache_->plan().arena_bytes;
@@ -313,6 +334,14 @@ std::span<const float> Engine::forward(std::span<const int32_t> tokens, int64_t 
   if (layer_cache_) layer_cache_->begin_token();
   if (k3_session_) return k3_session_->forward(tokens, start_pos, all_logits);
   return session_->forward(tokens, start_pos, all_logits);
+}
+
+std::span<const float> Engine::forward_batch(std::span<const int32_t> tokens, std::span<const int32_t> seqs,
+                                             std::span<const int64_t> positions, std::span<const uint8_t> want_logits) {
+  if (k3_session_) throw Error(ErrorCode::unsupported, "batched sequences are not built for kimi-k3 models yet");
+  if (cache_) cache_->begin_token();
+  if (layer_cache_) layer_cache_->begin_token();
+  return session_->forward_batch(tokens, seqs, positions, want_logits);
 }
 
 Session& Engine::session() {

@@ -91,7 +91,17 @@ struct EngineOptions {
   // model's resident tensors and header load through the plain reader; only streamed expert
   // shards, the data the checksums and the re-read guard, see the faults.
   std::optional<io::FaultOptions> faults;
+  // Prefetch: session.prefetch_depth MoE layers ahead (0: off; forced off in core, while layers
+  // stream and for kimi-k3: the predictor needs the llama-family Session and resident routers). Speculative
+  // reads in flight are capped at prefetch_max_requests (0: depth x n_expert_used) and
+  // prefetch_max_bytes (0: that many of the largest shards).
+  uint32_t prefetch_max_requests = 0;
+  uint64_t prefetch_max_bytes = 0;
 };
+
+// The --prefetch-depth the CLI uses unless told otherwise (the better of 1 and 2 as measured on
+// a synthetic Kimi K2 at --cache-experts 10%; see README).
+constexpr int kDefaultPrefetchDepth = 2;
 
 struct BudgetSplit {
   uint64_t resident_weights = 0;  // tensors in RAM (all tensors when in-core)
@@ -119,6 +129,10 @@ class Engine {
   // One forward pass of whichever session the model needs; tells the caches a new step began
   // (policies age, stats count tokens).
   std::span<const float> forward(std::span<const int32_t> tokens, int64_t start_pos, bool all_logits = true);
+  // Several sequences in one pass (continuous batching, Session::forward_batch): one step for the
+  // caches. Error(unsupported) for kimi-k3.
+  std::span<const float> forward_batch(std::span<const int32_t> tokens, std::span<const int32_t> seqs,
+                                       std::span<const int64_t> positions, std::span<const uint8_t> want_logits);
   // What every architecture has.
   const GgufFile& gguf() const;
   std::string describe_model() const;
@@ -139,6 +153,8 @@ class Engine {
   // Shards read a second time after a failed or corrupt landing (CachedExpertSource).
   uint64_t shard_rereads() const;
   GpuTier* gpu() { return gpu_.get(); }                 // null without --gpu
+  // Prediction statistics (recall, precision, waste); null when in-core.
+  const cache::Prefetcher* prefetcher() const { return streamed_ ? streamed_->prefetcher() : nullptr; }
   kernels::ThreadPool& pool() { return *pool_; }
   const BudgetSplit& budget() const { return split_; }
   // Preloads the warm profile's most-used experts up to the arena's capacity (nothing when no

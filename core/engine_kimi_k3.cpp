@@ -76,6 +76,9 @@ void Engine::open_kimi_k3(bool stream) {
   split_.budget = options.budget_bytes;
   split_.n_batch = k3_session_->n_batch();
   if (!stream) return;
+  if (options.session.prefetch_depth > 0) {
+    notices_.push_back("prefetch: kimi-k3 experts are not predicted yet (no speculative reads); they still run in completion order");
+  }
   attach_expert_cache(all_experts_arena, Error(ErrorCode::internal, "kimi-k3 expert cache planned above the budget"));
 }
 

@@ -86,22 +86,26 @@ void KimiK3Session::ffn_moe(int64_t il, int64_t n, int64_t start_pos) {
     if (used) expert_list_[static_cast<size_t>(n_list++)] = static_cast<int32_t>(e);
   }
   experts_.plan(static_cast<int>(il), {expert_list_.data(), static_cast<size_t>(n_list)});
-  for (int64_t ei = 0; ei < n_list; ++ei) {
-    const int32_t e = expert_list_[static_cast<size_t>(ei)];
+  // Experts in the order the source hands them out (resident first, then as reads land); each
+  // (token, slot) output is kept apart and summed in routing order below, so the order never
+  // changes the result.
+  std::copy(expert_list_.begin(), expert_list_.begin() + n_list, pending_.begin());
+  for (int64_t left = n_list; left > 0; --left) {
+    ExpertPin pin(experts_, static_cast<int>(il), std::span<const int32_t>{pending_.data(), static_cast<size_t>(left)});
+    const int32_t e = pin.expert();
+    auto at = std::find(pending_.begin(), pending_.begin() + left, e);
+    std::copy(at + 1, pending_.begin() + left, at);  // keep the rest in ascending order
     int64_t m = 0;  // (token, slot) pairs routed to e, as token * k + slot
     for (int64_t i = 0; i < n * k; ++i)
       if (route_ids_[static_cast<size_t>(i)] == e) gather_[static_cast<size_t>(m++)] = static_cast<int32_t>(i);
     for (int64_t j = 0; j < m; ++j)
       std::memcpy(xe_.data() + j * LW, z + (gather_[static_cast<size_t>(j)] / k) * LW, static_cast<size_t>(LW) * sizeof(float));
-    {
-      ExpertPin pin(experts_, static_cast<int>(il), e);
-      const ExpertWeights& w = pin.weights();
-      matmul(w.gate, xe_.data(), m, ge_.data(), MatKind::vector);
-      matmul(w.up, xe_.data(), m, ue_.data(), MatKind::vector);
-      const size_t nf = static_cast<size_t>(m * FF);
-      kernels::situ({ge_.data(), nf}, {ue_.data(), nf}, c.situ_beta, c.situ_lin_beta, {ge_.data(), nf});
-      matmul(w.down, ge_.data(), m, ye_.data(), MatKind::vector);
-    }
+    const ExpertWeights& w = pin.weights();
+    matmul(w.gate, xe_.data(), m, ge_.data(), MatKind::vector);
+    matmul(w.up, xe_.data(), m, ue_.data(), MatKind::vector);
+    const size_t nf = static_cast<size_t>(m * FF);
+    kernels::situ({ge_.data(), nf}, {ue_.data(), nf}, c.situ_beta, c.situ_lin_beta, {ge_.data(), nf});
+    matmul(w.down, ge_.data(), m, ye_.data(), MatKind::vector);
     for (int64_t j = 0; j < m; ++j)
       std::memcpy(expert_out_.data() + gather_[static_cast<size_t>(j)] * LW, ye_.data() + j * LW,
                   static_cast<size_t>(LW) * sizeof(float));

@@ -80,6 +80,7 @@ KimiK3Session::KimiK3Session(const KimiK3Model& model, ExpertSource& experts, ke
     size(group_scores_, std::max<int64_t>(c.n_expert_groups, 1));
     size(group_top_, std::max<int64_t>(c.n_expert_groups, 1));
     size(expert_list_, c.n_expert);
+    size(pending_, c.n_expert);
     size(gather_, B * k);
     size(zl_, B * L);
     size(xe_, B * L);
@@ -112,7 +113,7 @@ uint64_t KimiK3Session::scratch_bytes() const {
                         &kv_f32_, &kv_col_, &ffn_g_, &ffn_u_, &ffn_out_, &router_, &probs_, &sel_, &route_w_,
                         &group_scores_, &zl_, &xe_, &ge_, &ue_, &ye_, &expert_out_, &moe_, &sh_, &logits_})
     f += v->size();
-  uint64_t i = route_ids_.size() + group_top_.size() + expert_list_.size() + gather_.size();
+  uint64_t i = route_ids_.size() + group_top_.size() + expert_list_.size() + pending_.size() + gather_.size();
   return f * sizeof(float) + i * sizeof(int32_t) + mm_scratch_.size() + mix_rows_.size() * sizeof(float*);
 }
 

@@ -119,7 +119,7 @@ class KimiK3Session {
   // FFN / MoE.
   std::vector<float> ffn_g_, ffn_u_, ffn_out_;
   std::vector<float> router_, probs_, sel_, route_w_, group_scores_;
-  std::vector<int32_t> route_ids_, group_top_, expert_list_, gather_;
+  std::vector<int32_t> route_ids_, group_top_, expert_list_, pending_, gather_;
   std::vector<float> zl_, xe_, ge_, ue_, ye_, expert_out_, moe_, sh_;
   std::vector<float> logits_;
   std::vector<std::byte> mm_scratch_;

@@ -60,6 +60,7 @@ uint64_t KimiK3Session::scratch_bytes_for(const KimiK3Model& model, const KimiK3
     f(std::max<int64_t>(c.n_expert_groups, 1));                 // group_scores_
     i32(std::max<int64_t>(c.n_expert_groups, 1));               // group_top_
     i32(c.n_expert);                                            // expert_list_
+    i32(c.n_expert);                                            // pending_
     i32(B * k);                                                 // gather_
     f(B * L);                                                   // zl_
     f(B * L);                                                   // xe_

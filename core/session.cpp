@@ -31,15 +31,17 @@ struct Session::Sizes {
          heads_out = 0, head_in = 0, head_res = 0, ffn_g = 0, ffn_u = 0, sh_out = 0, router_logits = 0,
          router_scratch = 0, route_w = 0, expert_out = 0, xe = 0, ge = 0, ue = 0, de = 0, rope_cache = 0,
          logits = 0;                                                        // floats
-  size_t route_ids = 0, route_groups = 0, expert_list = 0, gather = 0;   // int32
-  size_t mm_scratch = 0, slots = 0, slot_bytes = 0;                      // bytes
+  size_t route_ids = 0, route_groups = 0, expert_list = 0, gather = 0;   // int32 (pending_: expert_list)
+  size_t mm_scratch = 0, slots = 0, slot_bytes = 0, predictor = 0;       // bytes
+  size_t pos = 0, seqs = 0;  // per token: pos_ (int64) + seq_ (int32) + runs_ (int64, +1); per sequence: 2 int64
   int64_t n_slots = 1;
 
   uint64_t bytes() const {
     uint64_t f = x + cur + attn_out + ffn_out + q + k + v + qa + kva + qcur + kqv + heads_out + head_in + head_res +
                  ffn_g + ffn_u + sh_out + router_logits + router_scratch + route_w + expert_out + xe + ge + ue + de +
                  rope_cache + logits;
-    return 4 * (f + route_ids + route_groups + expert_list + gather) + mm_scratch + slots;
+    return 4 * (f + route_ids + route_groups + 2 * expert_list + gather) + mm_scratch + slots + predictor +
+           8 * pos + 4 * pos + 8 * (pos + 1) + 16 * seqs;
   }
 
   static Sizes of(const Model& model, const SessionOptions& o, int64_t n_threads) {
@@ -47,7 +49,13 @@ struct Session::Sizes {
     Sizes z;
     if (o.n_batch <= 0)
       throw Error(ErrorCode::invalid_argument, "batch size " + std::to_string(o.n_batch) + " must be positive");
+    if (o.prefetch_depth < 0)
+      throw Error(ErrorCode::invalid_argument, "--prefetch-depth " + std::to_string(o.prefetch_depth) + " must be 0 or more");
+    if (o.n_seq <= 0 || o.n_seq > 4096)
+      throw Error(ErrorCode::invalid_argument, "sequence count " + std::to_string(o.n_seq) + " must be in [1, 4096]");
     const int64_t B = o.n_batch, E = c.n_embd;
+    z.pos = sz(B);
+    z.seqs = sz(o.n_seq);
     z.x = z.cur = z.attn_out = z.ffn_out = sz(B * E);
     int64_t k_len = 0, v_len = 0;
     if (c.is_mla()) {
@@ -88,6 +96,7 @@ struct Session::Sizes {
       z.gather = sz(B * K);
       z.xe = z.de = z.sh_out = sz(B * E);
       z.ge = z.ue = sz(B * c.n_ff_exp);
+      if (o.prefetch_depth > 0) z.predictor = ExpertPredictor::scratch_bytes_for(model);
     }
     z.logits = sz(B * c.n_vocab);
 
@@ -126,9 +135,16 @@ Session::Session(const Model& model, ExpertSource& experts, kernels::ThreadPool&
       resident_layers_(model),
       layers_(layers ? *layers : resident_layers_),
       pool_(pool),
-      n_batch_(o.n_batch),
-      kv_(model.config(), o.kv_type, default_ctx(model.config(), o.n_ctx)) {
+      n_batch_(o.n_batch) {
   const Sizes z = Sizes::of(model, o, static_cast<int64_t>(pool.size()));
+  const ModelConfig& c = model.config();
+  kv_.reserve(sz(o.n_seq));
+  for (int64_t s = 0; s < o.n_seq; ++s) kv_.emplace_back(c, o.kv_type, default_ctx(c, o.n_ctx));
+  pos_.resize(z.pos);
+  seq_.resize(z.pos);
+  runs_.reserve(z.pos + 1);
+  seq_used_.resize(z.seqs);
+  seq_count_.resize(z.seqs);
   x_.resize(z.x);
   cur_.resize(z.cur);
   attn_out_.resize(z.attn_out);
@@ -159,11 +175,13 @@ Session::Session(const Model& model, ExpertSource& experts, kernels::ThreadPool&
   route_ids_.resize(z.route_ids);
   route_groups_.resize(z.route_groups);
   expert_list_.resize(z.expert_list);
+  pending_.resize(z.expert_list);
   gather_.resize(z.gather);
   mm_scratch_.resize(z.mm_scratch);
   n_slots_ = z.n_slots;
   slot_bytes_ = z.slot_bytes;
   slots_.resize(z.slots);
+  if (o.prefetch_depth > 0 && model.config().n_expert > 0) predictor_ = std::make_unique<ExpertPredictor>(model, o.prefetch_depth);
   scratch_bytes_ = z.bytes();
 }
 
@@ -172,10 +190,23 @@ uint64_t Session::scratch_bytes_for(const Model& model, const SessionOptions& op
 }
 
 uint64_t Session::kv_bytes_for(const ModelConfig& config, const SessionOptions& options) {
-  return KvCache::bytes_for(config, options.kv_type, default_ctx(config, options.n_ctx));
+  return KvCache::bytes_for(config, options.kv_type, default_ctx(config, options.n_ctx)) *
+         static_cast<uint64_t>(std::max<int64_t>(options.n_seq, 1));
 }
 
 void Session::matmul(const kernels::WeightMatrix& w, const float* x, int64_t n, float* y, MatKind kind) {
+  const bool order_depends_on_rows =
+      kind != MatKind::mul_mat_id && (w.type == GgmlType::F32 || w.type == GgmlType::F16);
+  if (order_depends_on_rows && runs_.size() > 2 && n == runs_n_) {
+    for (size_t r = 0; r + 1 < runs_.size(); ++r)
+      matmul_rows(w, x + runs_[r] * w.n_cols, runs_[r + 1] - runs_[r], y + runs_[r] * w.n_rows, kind);
+    return;
+  }
+  matmul_rows(w, x, n, y, kind);
+}
+
+void Session::matmul_rows(const kernels::WeightMatrix& w, const float* x, int64_t n, float* y, MatKind kind) {
+  // Inside the per-sequence split: an offloaded product sees the same rows a single run would.
   if (offload_ && offload_->try_matmul(w, x, n, y)) return;
   if (w.type == GgmlType::F32) {  // no conversion: a permuted activation stays on the vector path
     kernels::matmul_f32_ggml(w, {x, sz(n * w.n_cols)}, n, {y, sz(n * w.n_rows)}, kind == MatKind::plain, pool_);
@@ -203,14 +234,93 @@ std::span<const float> Session::forward(std::span<const int32_t> tokens, int64_t
   const ModelConfig& c = model_.config();
   const int64_t n = static_cast<int64_t>(tokens.size());
   const int64_t E = c.n_embd;
-  if (n == 0) throw Error(ErrorCode::invalid_argument, "forward() needs at least one token");
   if (n > n_batch_)
     throw Error(ErrorCode::invalid_argument, "batch of " + std::to_string(n) + " tokens exceeds the batch size " +
                                                  std::to_string(n_batch_));
-  if (start_pos < 0 || start_pos + n > kv_.n_ctx())
+  if (start_pos < 0 || start_pos + n > n_ctx())
     throw Error(ErrorCode::invalid_argument, std::to_string(n) + " tokens at position " + std::to_string(start_pos) +
-                                                 " do not fit the context of " + std::to_string(kv_.n_ctx()) +
+                                                 " do not fit the context of " + std::to_string(n_ctx()) +
                                                  " tokens (raise -c)");
+  std::fill(seq_used_.begin(), seq_used_.end(), 0);
+  std::fill(seq_count_.begin(), seq_count_.end(), 0);
+  for (int64_t t = 0; t < n; ++t) {
+    pos_[sz(t)] = start_pos + t;
+    seq_[sz(t)] = 0;
+  }
+  seq_used_[0] = start_pos + n;
+  seq_count_[0] = n;
+  runs_.assign({0, n});
+  runs_n_ = n;
+  run_layers(tokens);
+  const int64_t first = all_logits ? 0 : n - 1;
+  const int64_t n_out = n - first;
+  const std::span<float> xo{x_.data() + first * E, sz(n_out * E)};
+  const std::span<float> co{cur_.data(), sz(n_out * E)};
+  kernels::rms_norm(xo, model_.output_norm().f32(), c.rms_eps, E, co);
+  matmul(layers_.acquire_output().matrix(), co.data(), n_out, logits_.data());
+  layers_.release_output();
+  return {logits_.data(), sz(n_out * c.n_vocab)};
+}
+
+std::span<const float> Session::forward_batch(std::span<const int32_t> tokens, std::span<const int32_t> seqs,
+                                              std::span<const int64_t> positions,
+                                              std::span<const uint8_t> want_logits) {
+  const ModelConfig& c = model_.config();
+  const int64_t n = static_cast<int64_t>(tokens.size());
+  const int64_t E = c.n_embd;
+  if (seqs.size() != tokens.size() || positions.size() != tokens.size() || want_logits.size() != tokens.size())
+    throw Error(ErrorCode::invalid_argument, "forward_batch(): tokens, sequences, positions and logit flags differ in length");
+  if (n > n_batch_)
+    throw Error(ErrorCode::invalid_argument, "batch of " + std::to_string(n) + " tokens exceeds the batch size " +
+                                                 std::to_string(n_batch_));
+  std::fill(seq_used_.begin(), seq_used_.end(), 0);
+  std::fill(seq_count_.begin(), seq_count_.end(), 0);
+  for (int64_t t = 0; t < n; ++t) {
+    const int32_t s = seqs[sz(t)];
+    const int64_t p = positions[sz(t)];
+    if (s < 0 || s >= n_seq())
+      throw Error(ErrorCode::invalid_argument, "sequence " + std::to_string(s) + " is outside [0, " +
+                                                   std::to_string(n_seq()) + ")");
+    if (p < 0 || p >= n_ctx())
+      throw Error(ErrorCode::invalid_argument, "position " + std::to_string(p) + " does not fit the context of " +
+                                                   std::to_string(n_ctx()) + " tokens (raise -c)");
+    if (seq_count_[sz(s)] > 0 && p < seq_used_[sz(s)])
+      throw Error(ErrorCode::invalid_argument, "positions of sequence " + std::to_string(s) + " must ascend in a batch");
+    pos_[sz(t)] = p;
+    seq_[sz(t)] = s;
+    seq_used_[sz(s)] = p + 1;
+    ++seq_count_[sz(s)];
+  }
+  runs_.clear();
+  for (int64_t t = 0; t < n; ++t)
+    if (t == 0 || seqs[sz(t)] != seqs[sz(t - 1)]) runs_.push_back(t);
+  runs_.push_back(n);
+  runs_n_ = n;
+  run_layers(tokens);
+  int64_t n_out = 0;
+  runs_.clear();
+  int32_t last_seq = -1;
+  for (int64_t t = 0; t < n; ++t) {
+    if (!want_logits[sz(t)]) continue;
+    kernels::rms_norm({x_.data() + t * E, sz(E)}, model_.output_norm().f32(), c.rms_eps, E,
+                      {cur_.data() + n_out * E, sz(E)});
+    if (seqs[sz(t)] != last_seq) runs_.push_back(n_out);
+    last_seq = seqs[sz(t)];
+    ++n_out;
+  }
+  runs_.push_back(n_out);
+  runs_n_ = n_out;
+  if (n_out == 0) return {};
+  matmul(layers_.acquire_output().matrix(), cur_.data(), n_out, logits_.data());
+  layers_.release_output();
+  return {logits_.data(), sz(n_out * c.n_vocab)};
+}
+
+void Session::run_layers(std::span<const int32_t> tokens) {
+  const ModelConfig& c = model_.config();
+  const int64_t n = static_cast<int64_t>(tokens.size());
+  const int64_t E = c.n_embd;
+  if (n == 0) throw Error(ErrorCode::invalid_argument, "forward() needs at least one token");
   const Tensor& embd = model_.token_embd();
   for (int64_t t = 0; t < n; ++t) {
     const int32_t id = tokens[sz(t)];
@@ -226,23 +336,15 @@ std::span<const float> Session::forward(std::span<const int32_t> tokens, int64_t
     const LayerWeights& L = pin.weights();
     layer_ = &L;
     kernels::rms_norm(x, L.attn_norm.f32(), c.rms_eps, E, cur);
-    if (c.is_mla()) attention_mla(il, n, start_pos);
-    else attention_gqa(il, n, start_pos);
+    if (c.is_mla()) attention_mla(il, n);
+    else attention_gqa(il, n);
     kernels::add({attn_out_.data(), sz(n * E)}, x, x);  // ffn_inp
     kernels::rms_norm(x, L.ffn_norm.f32(), c.rms_eps, E, cur);
-    if (c.is_moe_layer(il)) ffn_moe(il, n, start_pos, ffn_out_.data());
+    if (c.is_moe_layer(il)) ffn_moe(il, n, ffn_out_.data());
     else ffn_dense(L.ffn_gate, L.ffn_up, L.ffn_down, n, ffn_out_.data());
     kernels::add({ffn_out_.data(), sz(n * E)}, x, x);  // l_out
   }
-  const int64_t first = all_logits ? 0 : n - 1;
-  const int64_t n_out = n - first;
-  const std::span<float> xo{x_.data() + first * E, sz(n_out * E)};
-  const std::span<float> co{cur_.data(), sz(n_out * E)};
-  kernels::rms_norm(xo, model_.output_norm().f32(), c.rms_eps, E, co);
   layer_ = nullptr;
-  matmul(layers_.acquire_output().matrix(), co.data(), n_out, logits_.data());
-  layers_.release_output();
-  return {logits_.data(), sz(n_out * c.n_vocab)};
 }
 
 }  // namespace sluice::core

@@ -65,7 +65,18 @@ CachedExpertSource::CachedExpertSource(const GgufFile& file, const ExpertGeometr
   }
   planned_experts_.reserve(static_cast<size_t>(config.n_expert));
   pins_.resize(static_cast<size_t>(config.n_expert));
+  held_.resize(static_cast<size_t>(config.n_expert));
   keys_.reserve(static_cast<size_t>(config.n_expert));
+}
+
+void CachedExpertSource::attach(cache::ShardCache& cache) {
+  cache_ = &cache;
+  prefetcher_ = std::make_unique<cache::Prefetcher>(cache);
+}
+
+void CachedExpertSource::prefetch(int layer, std::span<const int32_t> experts) {
+  int moe = layout_.moe_layer_of_block.at(static_cast<size_t>(layer));
+  if (prefetcher_ && moe >= 0) prefetcher_->predict(static_cast<uint32_t>(moe), experts);
 }
 
 cache::ShardCache& CachedExpertSource::cache() const {
@@ -77,6 +88,7 @@ void CachedExpertSource::plan(int layer, std::span<const int32_t> experts) {
   int moe = layout_.moe_layer_of_block.at(static_cast<size_t>(layer));
   // Drop pins of an earlier step that were not released (they would block eviction).
   release_all();
+  if (prefetcher_) prefetcher_->observe(static_cast<uint32_t>(moe), experts);
   planned_experts_.assign(experts.begin(), experts.end());
   planned_layer_ = layer;
   // A prefill batch can route to more experts than the layer's size class has slots: pin the
@@ -93,13 +105,14 @@ void CachedExpertSource::plan(int layer, std::span<const int32_t> experts) {
 
 void CachedExpertSource::release_all() {
   for (auto& pin : pins_) pin.release();
+  for (auto& pin : held_) pin.release();
 }
 
 cache::ShardKey CachedExpertSource::key(int moe_layer, int expert) {
   return cache::ShardKey{static_cast<uint32_t>(moe_layer), static_cast<uint32_t>(expert)};
 }
 
-cache::ShardCache::Pin& CachedExpertSource::pin_for(int layer, int expert) {
+size_t CachedExpertSource::pin_for(int layer, int expert) {
   int moe = layout_.moe_layer_of_block.at(static_cast<size_t>(layer));
   if (layer != planned_layer_) {
     // Not planned: the protocol makes plan() a hint, so acquire alone.
@@ -114,13 +127,12 @@ cache::ShardCache::Pin& CachedExpertSource::pin_for(int layer, int expert) {
     it = planned_experts_.end() - 1;
     next_to_pin_ = std::max(next_to_pin_, planned_experts_.size());
   }
-  auto& pin = pins_[static_cast<size_t>(it - planned_experts_.begin())];
-  if (!pin) pin = cache().acquire(key(moe, expert));
-  return pin;
+  const size_t i = static_cast<size_t>(it - planned_experts_.begin());
+  if (!pins_[i] && !held_[i]) pins_[i] = cache().acquire(key(moe, expert));
+  return i;
 }
 
-ExpertWeights CachedExpertSource::acquire(int layer, int expert) {
-  cache::ShardCache::Pin& pin = pin_for(layer, expert);
+void CachedExpertSource::wait_or_reread(cache::ShardCache::Pin& pin) {
   try {
     cache().wait(pin);
   } catch (const Error& e) {
@@ -137,22 +149,64 @@ ExpertWeights CachedExpertSource::acquire(int layer, int expert) {
       throw Error(again.code(), std::string(again.what()) + " (failed again after one re-read)");
     }
   }
+}
+
+ExpertWeights CachedExpertSource::weights_of(int layer, size_t i) {
+  if (pins_[i]) {
+    wait_or_reread(pins_[i]);
+    held_[i] = std::move(pins_[i]);
+  }
+  // Speculative reads wait for the demand reads; this one has landed, maybe the last of them.
+  if (prefetcher_) prefetcher_->pump();
   const ExpertShape& shape = shapes_[static_cast<size_t>(layer)];
   ExpertWeights w{shape.gate, shape.up, shape.down};
-  w.gate.data = pin.tensor(0).data();
-  w.up.data = pin.tensor(1).data();
-  w.down.data = pin.tensor(2).data();
+  w.gate.data = held_[i].tensor(0).data();
+  w.up.data = held_[i].tensor(1).data();
+  w.down.data = held_[i].tensor(2).data();
   return w;
+}
+
+ExpertWeights CachedExpertSource::acquire(int layer, int expert) { return weights_of(layer, pin_for(layer, expert)); }
+
+int32_t CachedExpertSource::acquire_any(int layer, std::span<const int32_t> remaining, ExpertWeights& out) {
+  if (remaining.empty()) throw Error(ErrorCode::internal, "acquire_any: no expert left to acquire");
+  // Every pinned, not yet handed out planned expert is one of `remaining` in the forward pass's
+  // use; anything else (an unplanned call) falls back to the first remaining expert.
+  bool any = layer == planned_layer_ &&
+             std::any_of(pins_.begin(), pins_.begin() + static_cast<std::ptrdiff_t>(planned_experts_.size()),
+                         [](const cache::ShardCache::Pin& p) { return static_cast<bool>(p); });
+  if (any) {
+    const std::span<const cache::ShardCache::Pin> pinned(pins_.data(), planned_experts_.size());
+    size_t i = 0;
+    try {
+      i = cache().wait_any(pinned);
+    } catch (const Error& e) {
+      if (e.code() != ErrorCode::io_error && e.code() != ErrorCode::corrupt_data) throw;
+      // wait_any names no pin: hand out the failed one, which weights_of reads once more.
+      auto failed = std::find_if(pinned.begin(), pinned.end(), [&](const auto& p) { return cache().failed(p); });
+      if (failed == pinned.end()) throw;
+      i = static_cast<size_t>(failed - pinned.begin());
+    }
+    const int32_t e = planned_experts_[i];
+    if (std::find(remaining.begin(), remaining.end(), e) != remaining.end()) {
+      out = weights_of(layer, i);
+      return e;
+    }
+  }
+  out = acquire(layer, remaining.front());
+  return remaining.front();
 }
 
 void CachedExpertSource::release(int layer, int expert) {
   if (layer != planned_layer_) return;
   auto it = std::find(planned_experts_.begin(), planned_experts_.end(), expert);
   if (it == planned_experts_.end()) return;
-  pins_[static_cast<size_t>(it - planned_experts_.begin())].release();
+  const size_t i = static_cast<size_t>(it - planned_experts_.begin());
+  held_[i].release();
+  pins_[i].release();
   // A slot is free again: start the next planned expert that is not pinned yet.
   int moe = layout_.moe_layer_of_block.at(static_cast<size_t>(layer));
-  while (next_to_pin_ < planned_experts_.size() && pins_[next_to_pin_]) ++next_to_pin_;
+  while (next_to_pin_ < planned_experts_.size() && (pins_[next_to_pin_] || held_[next_to_pin_])) ++next_to_pin_;
   if (next_to_pin_ < planned_experts_.size()) {
     pins_[next_to_pin_] = cache().acquire(key(moe, planned_experts_[next_to_pin_]));
     ++next_to_pin_;

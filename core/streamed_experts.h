@@ -8,16 +8,21 @@
 //   plan(layer, experts)  pins the step's experts (as many at once as the layer's slots allow;
 //                         the rest as earlier ones are released): hits stay, misses are read,
 //   acquire(layer, e)     waits until e has landed and returns views into its slot,
-//   release(layer, e)     unpins it (it stays cached until the policy evicts it).
+//   acquire_any(layer, r) the pinned planned expert that landed first (hits first, then misses
+//                         in completion order: cache wait_any),
+//   release(layer, e)     unpins it (it stays cached until the policy evicts it),
+//   prefetch(layer, es)   hands predictions to a cache::Prefetcher (speculative reads, capped);
+//                         plan() tells it what the layer really routed to, for its statistics.
 // A shard whose read failed (io_error) or whose bytes did not match the index (corrupt_data) is
-// dropped and read once more; a second failure is thrown with the cache's message (tensor,
-// expert, file offset), so corrupt bytes are never computed on.
+// dropped and read once more (through acquire or acquire_any); a second failure is thrown with
+// the cache's message (tensor, expert, file offset), so corrupt bytes are never computed on.
 // The views have the same bytes as the in-core tensors, so logits are bit-identical.
 #pragma once
 
 #include <memory>
 #include <vector>
 
+#include "cache/prefetcher.h"
 #include "cache/shard_cache.h"
 #include "cache/shard_layout.h"
 #include "core/expert_source.h"
@@ -56,14 +61,17 @@ class CachedExpertSource final : public ExpertSource {
  public:
   CachedExpertSource(const GgufFile& file, const ExpertGeometry& geometry, StreamedLayout layout);
   // The cache is created after the session (its budget depends on the session's scratch).
-  void attach(cache::ShardCache& cache) { cache_ = &cache; }
+  void attach(cache::ShardCache& cache);
 
   void plan(int layer, std::span<const int32_t> experts) override;
   ExpertWeights acquire(int layer, int expert) override;
+  int32_t acquire_any(int layer, std::span<const int32_t> remaining, ExpertWeights& out) override;
   void release(int layer, int expert) override;
+  void prefetch(int layer, std::span<const int32_t> experts) override;
 
   const StreamedLayout& layout() const { return layout_; }
   uint64_t rereads() const { return rereads_; }
+  const cache::Prefetcher* prefetcher() const { return prefetcher_.get(); }
 
  private:
   struct ExpertShape {
@@ -72,7 +80,9 @@ class CachedExpertSource final : public ExpertSource {
   cache::ShardCache& cache() const;
   static cache::ShardKey key(int moe_layer, int expert);
   void release_all();
-  cache::ShardCache::Pin& pin_for(int layer, int expert);
+  size_t pin_for(int layer, int expert);  // index into planned_experts_
+  ExpertWeights weights_of(int layer, size_t index);  // waits, moves the pin to held_
+  void wait_or_reread(cache::ShardCache::Pin& pin);   // one re-read after io_error/corrupt_data
 
   StreamedLayout layout_;
   std::vector<ExpertShape> shapes_;  // per transformer block
@@ -80,6 +90,8 @@ class CachedExpertSource final : public ExpertSource {
   int planned_layer_ = -1;
   std::vector<int32_t> planned_experts_;
   std::vector<cache::ShardCache::Pin> pins_;  // n_expert slots; [i] pins planned_experts_[i]
+  std::vector<cache::ShardCache::Pin> held_;  // [i]: planned_experts_[i] handed out, not released
+  std::unique_ptr<cache::Prefetcher> prefetcher_;
   std::vector<cache::ShardKey> keys_;
   size_t next_to_pin_ = 0;  // planned experts before this index have been pinned
   uint64_t rereads_ = 0;

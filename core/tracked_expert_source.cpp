@@ -11,11 +11,22 @@ TrackedExpertSource::TrackedExpertSource(ExpertSource& inner, int n_expert)
 
 ExpertWeights TrackedExpertSource::acquire(int layer, int expert) {
   ExpertWeights w = inner_.acquire(layer, expert);
+  track(layer, expert, w);
+  return w;
+}
+
+int32_t TrackedExpertSource::acquire_any(int layer, std::span<const int32_t> remaining, ExpertWeights& out) {
+  const int32_t expert = inner_.acquire_any(layer, remaining, out);
+  track(layer, expert, out);
+  return expert;
+}
+
+void TrackedExpertSource::track(int layer, int expert, const ExpertWeights& w) {
   Entry* free_entry = nullptr;
   for (Entry& e : entries_) {
     if (e.count > 0 && e.layer == layer && e.expert == expert) {
       ++e.count;  // pinned twice: the same bytes, one entry
-      return w;
+      return;
     }
     if (e.count == 0 && !free_entry) free_entry = &e;
   }
@@ -25,7 +36,6 @@ ExpertWeights TrackedExpertSource::acquire(int layer, int expert) {
   }
   *free_entry = Entry{layer, expert, 1, w};
   ++n_pinned_;
-  return w;
 }
 
 void TrackedExpertSource::release(int layer, int expert) {

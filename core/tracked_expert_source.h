@@ -42,7 +42,10 @@ class TrackedExpertSource final : public ExpertSource {
   void set_listener(ExpertReleaseListener* listener) { listener_ = listener; }
   void plan(int layer, std::span<const int32_t> experts) override { inner_.plan(layer, experts); }
   ExpertWeights acquire(int layer, int expert) override;
+  // The inner source picks (completion order); the pick is tracked like an acquire.
+  int32_t acquire_any(int layer, std::span<const int32_t> remaining, ExpertWeights& out) override;
   void release(int layer, int expert) override;
+  void prefetch(int layer, std::span<const int32_t> experts) override { inner_.prefetch(layer, experts); }
 
   // The pinned expert whose gate, up or down view starts at `data`; false when none does.
   bool find(const std::byte* data, PinnedExpertPart& out) const;
@@ -54,6 +57,7 @@ class TrackedExpertSource final : public ExpertSource {
     int count = 0;  // acquires minus releases of this (layer, expert)
     ExpertWeights weights;
   };
+  void track(int layer, int expert, const ExpertWeights& w);  // releases and throws when full
   ExpertSource& inner_;
   ExpertReleaseListener* listener_ = nullptr;
   std::vector<Entry> entries_;  // fixed size; count == 0 marks a free entry

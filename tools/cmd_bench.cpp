@@ -37,6 +37,18 @@ std::vector<std::string> split_list(const std::string& text) {
   return out;
 }
 
+nlohmann::json layers_json(const core::BenchResult& r) {
+  nlohmann::json a = nlohmann::json::array();
+  for (const auto& l : r.layers) {
+    a.push_back({{"prediction_recall", l.prediction_recall},
+                 {"prediction_precision", l.prediction_precision},
+                 {"previous_token_recall", l.previous_token_recall},
+                 {"speculative_wasted_bytes", l.speculative_wasted_bytes},
+                 {"hidden_miss_share", l.hidden_miss_share}});
+  }
+  return a;
+}
+
 nlohmann::json to_json(const core::BenchResult& r) {
   return {{"budget_bytes", r.budget_bytes},
           {"model_bytes", r.model_bytes},
@@ -65,6 +77,13 @@ nlohmann::json to_json(const core::BenchResult& r) {
           {"warm_shards", r.warm_shards},
           {"warm_bytes", r.warm_bytes},
           {"warm_seconds", r.warm_seconds},
+          {"prefetch_depth", r.prefetch_depth},
+          {"prediction_recall", r.prediction_recall},
+          {"prediction_precision", r.prediction_precision},
+          {"previous_token_recall", r.previous_token_recall},
+          {"speculative_waste_bytes_per_token", r.speculative_waste_bytes_per_token},
+          {"io_hidden_share", r.io_hidden_share},
+          {"layers", layers_json(r)},
           {"io_backend", r.io_backend},
           {"budget_split", r.budget_split},
           {"gpu", r.gpu},
@@ -149,6 +168,7 @@ int cmd_bench_model(int argc, char** argv) {
       ("vram-policy", "VRAM expert cache policy with --gpu: lru or freq", cxxopts::value<std::string>()->default_value("lru"))
       ("verify", "check shards against the model's index (sluice index): on or off", cxxopts::value<std::string>()->default_value("on"))
       ("io-faults", "testing: inject IO faults into expert shard reads (see sluice run --help)", cxxopts::value<std::string>())
+      ("prefetch-depth", "predict the experts of this many MoE layers ahead and read them early (0: off)", cxxopts::value<int>()->default_value(std::to_string(core::kDefaultPrefetchDepth)))
       ("cold", "evict the model file from the page cache before each run")
       ("drop-caches", "as root, also drop all clean page cache (echo 1 > /proc/sys/vm/drop_caches)")
       ("probe-seconds", "seconds per queue depth when measuring raw disk bandwidth", cxxopts::value<double>()->default_value("1"))
@@ -178,6 +198,9 @@ int cmd_bench_model(int argc, char** argv) {
   if (args.count("io-faults")) base.engine.faults = io::parse_fault_options(args["io-faults"].as<std::string>());
   base.engine.session.n_batch = args["batch-size"].as<int64_t>();
   base.engine.session.kv_type = GgmlType::F16;
+  base.engine.session.prefetch_depth = args["prefetch-depth"].as<int>();
+  if (base.engine.session.prefetch_depth < 0 || base.engine.session.prefetch_depth > 64)
+    throw Error(ErrorCode::invalid_argument, "--prefetch-depth " + std::to_string(base.engine.session.prefetch_depth) + " must be in [0, 64]");
   base.n_prompt = args["n-prompt"].as<int>();
   base.n_gen = args["n-gen"].as<int>();
   base.cold = args.count("cold") > 0;
@@ -296,6 +319,16 @@ int cmd_bench_model(int argc, char** argv) {
     const auto& r = results.back();
     std::printf("routing: entropy %.3f, hottest %.2fx uniform, temporal reuse %.3f (chance %.3f)\n", r.routing_entropy,
                 r.hottest_over_uniform, r.temporal_reuse, r.temporal_reuse_chance);
+    std::printf("prefetch depth %d: recall %.3f, precision %.3f (previous token's experts: recall %.3f), "
+                "waste %.2f MB/token, IO hidden %.0f%%\n",
+                r.prefetch_depth, r.prediction_recall, r.prediction_precision, r.previous_token_recall,
+                r.speculative_waste_bytes_per_token / 1e6, r.io_hidden_share * 100);
+    for (size_t l = 0; l < r.layers.size(); ++l) {
+      const auto& x = r.layers[l];
+      std::printf("  moe layer %2zu: recall %.3f  precision %.3f  prev-token recall %.3f  wasted %8.2f MB  misses hidden %.0f%%\n",
+                  l, x.prediction_recall, x.prediction_precision, x.previous_token_recall,
+                  static_cast<double>(x.speculative_wasted_bytes) / 1e6, x.hidden_miss_share * 100);
+    }
   }
   if (args.count("plot")) {
     std::ofstream out(args["plot"].as<std::string>());

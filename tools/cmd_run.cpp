@@ -158,6 +158,7 @@ int cmd_run(int argc, char** argv) {
       ("vram", "VRAM for --gpu (e.g. 20G; default: free VRAM minus a margin); separate from --budget", cxxopts::value<std::string>())
       ("vram-policy", "VRAM expert cache policy with --gpu: lru or freq", cxxopts::value<std::string>()->default_value("lru"))
       ("io-faults", "testing: inject IO faults into expert shard reads, e.g. seed=7,short=0.1,eagain=0.1,delay=0.2,eio=0.05,flip=0.01,fail_at=OFFSET,uring_fail=1", cxxopts::value<std::string>())
+      ("prefetch-depth", "predict the experts of this many MoE layers ahead and read them early (0: off)", cxxopts::value<int>()->default_value(std::to_string(core::kDefaultPrefetchDepth)))
       ("stats", "print a line per token (time, hits/misses, MB read, IO wait) and a summary")
       ("logits-out", "write f32 logits [n_prompt + n_generated][n_vocab] (LE) to FILE", cxxopts::value<std::string>())
       ("h,help", "show this help");
@@ -198,6 +199,9 @@ int cmd_run(int argc, char** argv) {
   eo.session.n_batch = std::max<int64_t>(1, args["batch-size"].as<int64_t>());
   if (eo.session.n_ctx > 0) eo.session.n_batch = std::min(eo.session.n_batch, eo.session.n_ctx);
   eo.session.kv_type = kv_name == "f32" ? GgmlType::F32 : GgmlType::F16;
+  eo.session.prefetch_depth = args["prefetch-depth"].as<int>();
+  if (eo.session.prefetch_depth < 0 || eo.session.prefetch_depth > 64)
+    throw Error(ErrorCode::invalid_argument, "--prefetch-depth " + std::to_string(eo.session.prefetch_depth) + " must be in [0, 64]");
   if (args.count("budget")) {
     const std::string b = args["budget"].as<std::string>();
     eo.budget_bytes = is_percent(b) ? static_cast<uint64_t>(parse_percent(b, "--budget") *

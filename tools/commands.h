@@ -13,6 +13,7 @@ int cmd_demo(int argc, char** argv);
 int cmd_index(int argc, char** argv);
 int cmd_inspect(int argc, char** argv);
 int cmd_run(int argc, char** argv);
+int cmd_serve(int argc, char** argv);
 int cmd_tokenize(int argc, char** argv);
 int cmd_synth(int argc, char** argv);
 int cmd_tune(int argc, char** argv);

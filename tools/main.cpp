@@ -24,6 +24,7 @@ const Command kCommands[] = {
     {"index", sluice::tools::cmd_index, "digest every shard extent (XXH3-64) into a sidecar manifest"},
     {"inspect", sluice::tools::cmd_inspect, "print a GGUF model's structure, sizes and IO ceilings"},
     {"run", sluice::tools::cmd_run, "generate text, streaming experts inside a memory budget"},
+    {"serve", sluice::tools::cmd_serve, "OpenAI-compatible HTTP server; concurrent requests decode together"},
     {"tokenize", sluice::tools::cmd_tokenize, "print the token ids of a text with a model's vocabulary"},
     {"synth", sluice::tools::cmd_synth, "write a synthetic MoE model with a real model's shapes (GGUF)"},
     {"tune", sluice::tools::cmd_tune, "replay a routing trace through cache policies and budgets"},

@@ -1,0 +1,66 @@
+// The official `openai` npm client against sluice serve: chat completions, streaming and not,
+// give the greedy text of `sluice run` on the same rendered prompt. Skipped (with a message) when
+// node or the package (installed by scripts/setup into tests/node) is absent.
+#include <doctest/doctest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "core/chat_template.h"
+#include "core/gguf.h"
+#include "core/tokenizer.h"
+#include "io/pread_reader.h"
+#include "tests/model_reference.h"
+#include "tests/serve_process.h"
+
+namespace {
+
+using namespace sluice;
+using namespace sluice::test;
+using nlohmann::json;
+
+std::filesystem::path node_modules() { return std::filesystem::path(SLUICE_SOURCE_DIR) / "tests" / "node" / "node_modules"; }
+
+std::string shell_quote(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+}  // namespace
+
+TEST_CASE("the openai npm client gets sluice run's greedy text, streaming and not") {
+  if (std::system("node --version >/dev/null 2>&1") != 0 || !std::filesystem::exists(node_modules() / "openai")) {
+    MESSAGE("skipped: node or the openai package is absent (scripts/setup installs it into tests/node)");
+    return;
+  }
+  const std::string model = (tiny_dir("qwen3moe") / "qwen3moe-q4_k_m.gguf").string();
+  const json messages = json::array({{{"role", "user"}, {"content", "Write a haiku about disks."}}});
+  const int n = 12;
+
+  // sluice run on the rendered prompt's tokens
+  io::PreadReader reader(model);
+  const core::Tokenizer tok = core::Tokenizer::from_gguf(core::GgufFile::parse(reader));
+  const core::ChatTemplate chatml(core::builtin_chat_template("chatml"), "", "", false, false);
+  std::string ids;
+  for (int32_t t : tok.encode(chatml.apply(nlohmann::ordered_json::parse(messages.dump()), true), true, true))
+    ids += (ids.empty() ? "" : ",") + std::to_string(t);
+  const CommandResult run = run_sluice("run -m '" + model + "' --tokens " + ids + " -n " + std::to_string(n) + " --temp 0");
+  REQUIRE(run.exit_code == 0);
+  const std::string expected = as_json_text(run.out.substr(0, run.out.size() - 1));
+
+  ServeProcess server({"-m", model, "--chat-template", "chatml", "--parallel", "2", "-c", "256"});
+  const auto out = temp_dir("openai") / "out.json";
+  const std::string cmd = "NODE_PATH=" + shell_quote(node_modules().string()) + " node " +
+                          shell_quote((std::filesystem::path(SLUICE_SOURCE_DIR) / "tests" / "openai_client.cjs").string()) +
+                          " " + std::to_string(server.port()) + " qwen3moe-q4_k_m " + std::to_string(n) + " " +
+                          shell_quote(messages.dump()) + " > " + shell_quote(out.string());
+  REQUIRE(std::system(cmd.c_str()) == 0);
+  const json got = json::parse(read_text(out));
+  CHECK(got["models"][0] == "qwen3moe-q4_k_m");
+  CHECK(got["plain"] == got["streamed"]);
+  CHECK(got["plain_finish"] == got["stream_finish"]);
+  const std::string text = got["plain"];
+  if (got["plain_finish"] == "length") CHECK(text == expected);
+  else CHECK(expected.rfind(text, 0) == 0);
+  CHECK(!text.empty());
+}

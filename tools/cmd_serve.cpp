@@ -1,0 +1,362 @@
+// sluice serve -m MODEL.gguf --budget SIZE [--host 127.0.0.1] [--port 8080] [--parallel N]:
+// the OpenAI HTTP API (chat and text completions, streaming as server-sent events, models,
+// health, metrics) over one Engine whose requests run together by continuous batching
+// (core/serve_scheduler.h). HTTP and JSON come from cpp-httplib and nlohmann-json.
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <thread>
+
+#include <cxxopts.hpp>
+#include <httplib.h>
+
+#include "common/error.h"
+#include "common/units.h"
+#include "core/chat_template.h"
+#include "core/engine.h"
+#include "core/gguf.h"
+#include "core/serve_scheduler.h"
+#include "core/tokenizer.h"
+#include "tools/commands.h"
+#include "tools/serve_api.h"
+#include "io/pread_reader.h"
+
+namespace sluice::tools {
+
+namespace {
+
+using nlohmann::ordered_json;
+using namespace std::chrono_literals;
+
+// Reads the header only, so a kimi-k3 file is refused before minutes of loading.
+bool is_kimi_k3_file(const std::string& path) {
+  io::PreadReader reader(path);
+  return core::GgufFile::parse(reader).architecture() == "kimi-k3";
+}
+
+struct Server {
+  core::Engine* engine = nullptr;
+  core::Scheduler* scheduler = nullptr;
+  const core::Tokenizer* tokenizer = nullptr;
+  const core::ChatTemplate* chat = nullptr;
+  std::string model_id, model_file;
+  int64_t created = 0;
+  std::atomic<uint64_t> next_id{1};
+  std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
+};
+
+void send_error(httplib::Response& res, int status, const std::string& message) {
+  res.status = status;
+  res.set_content(dump(error_body(status, message)), "application/json");
+}
+
+std::string event(const ordered_json& j) { return "data: " + dump(j) + "\n\n"; }
+
+ordered_json chunk(const Server& s, const std::string& id, bool chat, const ordered_json& delta_or_text,
+                   const char* finish) {
+  ordered_json choice = {{"index", 0}};
+  if (chat) choice["delta"] = delta_or_text;
+  else choice["text"] = delta_or_text;
+  choice["finish_reason"] = finish ? ordered_json(finish) : ordered_json(nullptr);
+  return {{"id", id}, {"object", chat ? "chat.completion.chunk" : "text_completion"}, {"created", s.created},
+          {"model", s.model_id}, {"choices", ordered_json::array({choice})}};
+}
+
+const char* finish_name(core::FinishReason r, bool stopped_by_string) {
+  if (stopped_by_string) return "stop";
+  return r == core::FinishReason::length ? "length" : "stop";
+}
+
+void handle_generate(Server& s, const httplib::Request& req, httplib::Response& res, bool chat) {
+  ApiError err{400, ""};
+  std::optional<ApiRequest> r = parse_request(req.body, chat, err);
+  if (!r) return send_error(res, err.status, err.message);
+  if (!r->model.empty() && r->model != s.model_id && r->model != s.model_file)
+    return send_error(res, 404, "model '" + r->model + "' is not served here; this server has '" + s.model_id + "'");
+
+  core::GenerationParams p;
+  try {
+    if (chat) {
+      const std::string text = s.chat->apply(r->messages, true, r->template_extra);
+      p.prompt = s.tokenizer->encode(text, true, true);
+    } else if (!r->prompt_tokens.empty()) {
+      p.prompt = r->prompt_tokens;
+    } else {
+      p.prompt = s.tokenizer->encode(r->prompt_text, true, true);
+    }
+    p.max_tokens = r->max_tokens;
+    p.sampling = r->sampling;
+    auto gen = s.scheduler->submit(std::move(p));
+    if (!gen) return send_error(res, 503, "the queue is full; retry later");
+
+    const std::string id = std::string(chat ? "chatcmpl-" : "cmpl-") + std::to_string(s.next_id++);
+    auto stream = std::make_shared<TextStream>(r->stop);
+    if (!r->stream) {
+      std::vector<int32_t> toks;
+      int64_t n_generated = 0;
+      for (;;) {
+        toks.clear();
+        const bool done = gen->wait(toks, 1000ms);
+        n_generated += static_cast<int64_t>(toks.size());
+        for (int32_t t : toks) stream->push(s.tokenizer->token_to_piece(t, false));
+        if (stream->stopped() && !done) gen->cancel();
+        if (done) break;
+      }
+      stream->flush();
+      if (gen->finish_reason() == core::FinishReason::error) return send_error(res, 500, gen->error());
+      const char* finish = finish_name(gen->finish_reason(), stream->stopped());
+      ordered_json choice = {{"index", 0}};
+      if (chat) choice["message"] = {{"role", "assistant"}, {"content", stream->text()}};
+      else choice["text"] = stream->text();
+      choice["finish_reason"] = finish;
+      ordered_json body = {{"id", id}, {"object", chat ? "chat.completion" : "text_completion"}, {"created", s.created},
+                           {"model", s.model_id}, {"choices", ordered_json::array({choice})},
+                           {"usage", {{"prompt_tokens", gen->prompt_tokens()}, {"completion_tokens", n_generated},
+                                      {"total_tokens", gen->prompt_tokens() + n_generated}}}};
+      res.set_content(dump(body), "application/json");
+      return;
+    }
+
+    struct State {
+      bool started = false, ended = false;
+      std::vector<int32_t> toks;
+    };
+    auto st = std::make_shared<State>();
+    res.set_header("Cache-Control", "no-cache");
+    res.set_chunked_content_provider(
+        "text/event-stream",
+        [&s, gen, stream, st, id, chat](size_t, httplib::DataSink& sink) {
+          if (st->ended) return false;
+          auto write = [&](const std::string& data) {
+            if (sink.write(data.data(), data.size())) return true;
+            gen->cancel();  // the client is gone
+            return false;
+          };
+          if (!st->started) {
+            st->started = true;
+            const ordered_json first = chat ? ordered_json{{"role", "assistant"}, {"content", ""}} : ordered_json("");
+            if (!write(event(chunk(s, id, chat, first, nullptr)))) return false;
+          }
+          st->toks.clear();
+          const bool done = gen->wait(st->toks, 500ms);
+          std::string text;
+          for (int32_t t : st->toks) text += stream->push(s.tokenizer->token_to_piece(t, false));
+          if (stream->stopped() && !done) gen->cancel();
+          if (done) text += stream->flush();
+          if (!text.empty()) {
+            const ordered_json d = chat ? ordered_json{{"content", text}} : ordered_json(text);
+            if (!write(event(chunk(s, id, chat, d, nullptr)))) return false;
+          } else if (!done && !write(": keep-alive\n\n")) {  // finds a vanished client while idle
+            return false;
+          }
+          if (!done) return true;
+          if (gen->finish_reason() == core::FinishReason::error) {
+            write(event(error_body(500, gen->error())));
+          } else {
+            const ordered_json d = chat ? ordered_json::object() : ordered_json("");
+            if (!write(event(chunk(s, id, chat, d, finish_name(gen->finish_reason(), stream->stopped()))))) return false;
+          }
+          write("data: [DONE]\n\n");
+          st->ended = true;
+          sink.done();
+          return true;
+        },
+        [gen](bool success) {
+          if (!success) gen->cancel();
+        });
+  } catch (const Error& e) {
+    send_error(res, e.code() == ErrorCode::invalid_argument ? 400 : 500, e.what());
+  }
+}
+
+std::string metrics_text(Server& s) {
+  const core::SchedulerMetrics m = s.scheduler->metrics();
+  const double up = std::chrono::duration<double>(std::chrono::steady_clock::now() - s.started).count();
+  std::string out;
+  auto put = [&](const char* name, const char* help, double v) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.6g", v);
+    out += std::string("# HELP ") + name + " " + help + "\n" + name + " " + buf + "\n";
+  };
+  const double lookups = static_cast<double>(m.cache_hits + m.cache_misses);
+  put("sluice_requests_finished_total", "requests that ran to the end", static_cast<double>(m.requests_finished));
+  put("sluice_requests_cancelled_total", "requests cancelled (client gone)", static_cast<double>(m.requests_cancelled));
+  put("sluice_requests_rejected_total", "requests refused with 503 (queue full)", static_cast<double>(m.requests_rejected));
+  put("sluice_requests_active", "requests holding a slot", static_cast<double>(m.active));
+  put("sluice_queue_depth", "requests waiting for a slot", static_cast<double>(m.queue_depth));
+  put("sluice_prompt_tokens_total", "prompt tokens admitted", static_cast<double>(m.prompt_tokens));
+  put("sluice_generated_tokens_total", "tokens generated", static_cast<double>(m.generated_tokens));
+  put("sluice_steps_total", "batched forward passes", static_cast<double>(m.steps));
+  put("sluice_decode_steps_total", "passes with decode tokens only", static_cast<double>(m.decode_steps));
+  put("sluice_decode_batch_mean", "tokens per decode-only pass",
+      m.decode_steps ? static_cast<double>(m.decode_tokens) / static_cast<double>(m.decode_steps) : 0);
+  put("sluice_decode_tokens_per_second", "aggregate decode tok/s over decode-only passes",
+      m.decode_seconds > 0 ? static_cast<double>(m.decode_tokens) / m.decode_seconds : 0);
+  put("sluice_decode_bytes_read_per_token", "expert bytes read from disk per token in decode-only passes",
+      m.decode_tokens ? static_cast<double>(m.decode_bytes_read) / static_cast<double>(m.decode_tokens) : 0);
+  put("sluice_tokens_per_expert_read", "routed (token, expert) pairs per distinct expert, per MoE layer of decode passes",
+      m.distinct_experts ? static_cast<double>(m.routed_pairs) / static_cast<double>(m.distinct_experts) : 0);
+  put("sluice_decode_tokens_total", "tokens generated by decode-only passes", static_cast<double>(m.decode_tokens));
+  put("sluice_decode_seconds_total", "time in decode-only passes", m.decode_seconds);
+  put("sluice_decode_bytes_read_total", "expert bytes read during decode-only passes", static_cast<double>(m.decode_bytes_read));
+  put("sluice_routed_pairs_total", "routed (token, expert) pairs in decode-only passes", static_cast<double>(m.routed_pairs));
+  put("sluice_distinct_experts_total", "distinct experts per MoE layer, summed over decode-only passes", static_cast<double>(m.distinct_experts));
+  put("sluice_cache_hit_rate", "expert cache hits / lookups", lookups > 0 ? static_cast<double>(m.cache_hits) / lookups : 0);
+  put("sluice_cache_bytes_read_total", "bytes read into the expert cache", static_cast<double>(m.cache_bytes_read));
+  put("sluice_uptime_seconds", "seconds since start", up);
+  return out;
+}
+
+}  // namespace
+
+int cmd_serve(int argc, char** argv) {
+  cxxopts::Options options("sluice serve", "OpenAI-compatible HTTP server with continuous batching");
+  options.add_options()
+      ("m,model", "GGUF model file", cxxopts::value<std::string>())
+      ("host", "address to listen on", cxxopts::value<std::string>()->default_value("127.0.0.1"))
+      ("port", "port (0: any free port, printed at start)", cxxopts::value<int>()->default_value("8080"))
+      ("parallel", "requests decoded together (each holds a KV cache of -c tokens)", cxxopts::value<int64_t>()->default_value("4"))
+      ("queue", "requests that may wait for a slot; beyond that: 503", cxxopts::value<int64_t>()->default_value("16"))
+      ("max-body", "largest request body (bytes, 1M = 1 MiB); beyond that: 413", cxxopts::value<std::string>()->default_value("1M"))
+      ("chat-template", "override tokenizer.chat_template: chatml, a Jinja file, or Jinja text", cxxopts::value<std::string>()->default_value(""))
+      ("t,threads", "worker threads", cxxopts::value<unsigned>()->default_value("1"))
+      ("c,ctx-size", "context per request (0: min(training context, 4096))", cxxopts::value<int64_t>()->default_value("0"))
+      ("b,batch-size", "most tokens per forward pass (decode tokens + prompt chunk)", cxxopts::value<int64_t>()->default_value("512"))
+      ("kv-type", "KV cache type: f16 or f32", cxxopts::value<std::string>()->default_value("f16"))
+      ("budget", "memory ceiling for everything sluice allocates for the model (29G, 512M, or 10% of the file)", cxxopts::value<std::string>())
+      ("cache-experts", "size the budget so the expert cache holds this share of all routed experts (e.g. 25%)", cxxopts::value<std::string>())
+      ("in-core", "load the routed experts into RAM too (no cache, no streaming)")
+      ("io", "IO backend: auto, uring or pread", cxxopts::value<std::string>()->default_value("auto"))
+      ("policy", "expert cache eviction policy", cxxopts::value<std::string>()->default_value("lru"))
+      ("verify", "check shards against the model's index: on or off", cxxopts::value<std::string>()->default_value("on"))
+      ("h,help", "show this help");
+  auto args = options.parse(argc, argv);
+  if (args.count("help")) {
+    std::cout << options.help();
+    return 0;
+  }
+  if (!args.count("model")) throw Error(ErrorCode::invalid_argument, "-m MODEL.gguf is required");
+  const std::string model_path = args["model"].as<std::string>();
+  if (is_kimi_k3_file(model_path))
+    throw Error(ErrorCode::unsupported, "sluice serve cannot run Kimi K3 files yet (its hybrid KDA/MLA session has no "
+                                        "multi-sequence forward); use sluice run");
+  const int port = args["port"].as<int>();
+  if (port < 0 || port > 65535) throw Error(ErrorCode::invalid_argument, "--port " + std::to_string(port) + " must be in [0, 65535]");
+  const int64_t parallel = args["parallel"].as<int64_t>();
+  if (parallel < 1 || parallel > 256) throw Error(ErrorCode::invalid_argument, "--parallel " + std::to_string(parallel) + " must be in [1, 256]");
+  const int64_t queue = args["queue"].as<int64_t>();
+  if (queue < 0 || queue > 4096) throw Error(ErrorCode::invalid_argument, "--queue " + std::to_string(queue) + " must be in [0, 4096]");
+  const uint64_t max_body = parse_size(args["max-body"].as<std::string>(), "--max-body");
+  const unsigned threads = args["threads"].as<unsigned>();
+  if (threads == 0 || threads > 1024) throw Error(ErrorCode::invalid_argument, "-t " + std::to_string(threads) + " must be in [1, 1024]");
+  const std::string kv_name = args["kv-type"].as<std::string>();
+  if (kv_name != "f16" && kv_name != "f32") throw Error(ErrorCode::invalid_argument, "--kv-type '" + kv_name + "' must be f16 or f32");
+  const std::string verify = args["verify"].as<std::string>();
+  if (verify != "on" && verify != "off") throw Error(ErrorCode::invalid_argument, "--verify '" + verify + "' must be on or off");
+
+  core::EngineOptions eo;
+  eo.model_path = model_path;
+  eo.threads = threads;
+  eo.in_core = args.count("in-core") > 0;
+  eo.io.kind = io::parse_io_kind(args["io"].as<std::string>());
+  eo.policy = args["policy"].as<std::string>();
+  eo.verify = verify == "on";
+  eo.session.n_ctx = args["ctx-size"].as<int64_t>();
+  eo.session.n_batch = std::max<int64_t>(parallel, args["batch-size"].as<int64_t>());
+  eo.session.n_seq = parallel;
+  eo.session.kv_type = kv_name == "f32" ? GgmlType::F32 : GgmlType::F16;
+  if (args.count("budget")) {
+    const std::string b = args["budget"].as<std::string>();
+    eo.budget_bytes = is_percent(b) ? static_cast<uint64_t>(parse_percent(b, "--budget") *
+                                                            static_cast<double>(std::filesystem::file_size(model_path)))
+                                    : parse_size(b, "--budget");
+  }
+  if (args.count("cache-experts")) {
+    std::string f = args["cache-experts"].as<std::string>();
+    eo.cache_experts = parse_percent(is_percent(f) ? f : f + "%", "--cache-experts");
+  }
+  if (eo.in_core && (eo.budget_bytes || eo.cache_experts > 0))
+    throw Error(ErrorCode::invalid_argument, "--in-core loads every expert; it cannot be combined with --budget or --cache-experts");
+
+  // Signals go to one thread that stops the server; block them before any thread starts.
+  sigset_t sigs;
+  sigemptyset(&sigs);
+  sigaddset(&sigs, SIGINT);
+  sigaddset(&sigs, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
+  std::signal(SIGPIPE, SIG_IGN);
+
+  core::Engine engine(eo);
+  for (const auto& notice : engine.notices()) std::fprintf(stderr, "sluice serve: %s\n", notice.c_str());
+  const core::Tokenizer tokenizer = core::Tokenizer::from_gguf(engine.model().gguf());
+  const core::ChatTemplate chat =
+      core::ChatTemplate::for_model(engine.model().gguf(), tokenizer, args["chat-template"].as<std::string>());
+  core::Scheduler scheduler(engine, tokenizer, {.max_queue = queue});
+
+  Server s;
+  s.engine = &engine;
+  s.scheduler = &scheduler;
+  s.tokenizer = &tokenizer;
+  s.chat = &chat;
+  s.model_file = std::filesystem::path(model_path).filename().string();
+  s.model_id = std::filesystem::path(model_path).stem().string();
+  s.created = static_cast<int64_t>(std::time(nullptr));
+
+  httplib::Server svr;
+  // One thread per open connection: every active and queued stream, plus room for health checks.
+  const size_t n_threads = static_cast<size_t>(parallel + queue + 8);
+  svr.new_task_queue = [n_threads] { return new httplib::ThreadPool(n_threads); };
+  svr.set_payload_max_length(max_body);
+  svr.set_read_timeout(30, 0);
+  svr.set_write_timeout(30, 0);
+  svr.Get("/health", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content(R"({"status":"ok"})", "application/json");
+  });
+  svr.Get("/v1/models", [&s](const httplib::Request&, httplib::Response& res) {
+    ordered_json m = {{"object", "list"},
+                      {"data", ordered_json::array({{{"id", s.model_id}, {"object", "model"}, {"created", s.created},
+                                                     {"owned_by", "sluice"}}})}};
+    res.set_content(dump(m), "application/json");
+  });
+  svr.Get("/metrics", [&s](const httplib::Request&, httplib::Response& res) {
+    res.set_content(metrics_text(s), "text/plain; version=0.0.4");
+  });
+  svr.Post("/v1/chat/completions", [&s](const httplib::Request& req, httplib::Response& res) {
+    handle_generate(s, req, res, true);
+  });
+  svr.Post("/v1/completions", [&s](const httplib::Request& req, httplib::Response& res) {
+    handle_generate(s, req, res, false);
+  });
+  svr.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
+    if (!res.body.empty()) return;
+    const std::string m = res.status == 404   ? "no route " + req.method + " " + req.path
+                          : res.status == 413 ? "the request body is larger than --max-body"
+                                              : "request failed";
+    send_error(res, res.status, m);
+  });
+
+  const std::string host = args["host"].as<std::string>();
+  int bound = port;
+  if (port == 0) bound = svr.bind_to_any_port(host.c_str());
+  else if (!svr.bind_to_port(host.c_str(), port)) bound = -1;
+  if (bound <= 0)
+    throw Error(ErrorCode::io_error, "cannot listen on " + host + ":" + std::to_string(port) + " (in use, or not an address here)");
+
+  std::thread stopper([&svr, sigs] {
+    int sig = 0;
+    sigwait(&sigs, &sig);
+    svr.stop();
+  });
+  std::fprintf(stderr, "sluice serve: %s\nsluice serve: %s\nsluice serve: chat template %s, %lld slots of %lld tokens\n",
+               engine.model().config().describe().c_str(), engine.describe_budget().c_str(), chat.name().c_str(),
+               static_cast<long long>(parallel), static_cast<long long>(scheduler.n_ctx()));
+  std::fprintf(stderr, "sluice serve: listening on http://%s:%d\n", host.c_str(), bound);
+  std::fflush(stderr);
+  svr.listen_after_bind();
+  pthread_kill(stopper.native_handle(), SIGTERM);  // wakes the stopper if the server stopped on its own
+  stopper.join();
+  return 0;
+}
+
+}  // namespace sluice::tools

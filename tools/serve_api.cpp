@@ -1,0 +1,202 @@
+#include "tools/serve_api.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace sluice::tools {
+
+namespace {
+
+using nlohmann::ordered_json;
+
+constexpr size_t kMaxStops = 4;
+constexpr size_t kMaxStopBytes = 256;
+constexpr size_t kMaxMessages = 4096;
+
+// Length of the longest prefix of s that ends on a whole UTF-8 character.
+size_t utf8_whole(const std::string& s) {
+  const size_t n = s.size();
+  for (size_t back = 1; back <= std::min<size_t>(4, n); ++back) {
+    const auto c = static_cast<unsigned char>(s[n - back]);
+    if ((c & 0xC0) == 0x80) continue;  // continuation byte: look further back
+    size_t len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 1;
+    return back >= len ? n : n - back;
+  }
+  return n;
+}
+
+bool number_in(const ordered_json& v, double lo, double hi) {
+  return v.is_number() && std::isfinite(v.get<double>()) && v.get<double>() >= lo && v.get<double>() <= hi;
+}
+
+std::optional<std::string> content_text(const ordered_json& c, std::string& why) {
+  if (c.is_null()) return std::string();
+  if (c.is_string()) return c.get<std::string>();
+  if (!c.is_array()) {
+    why = "content must be a string or an array of parts";
+    return std::nullopt;
+  }
+  std::string out;
+  for (const auto& part : c) {
+    if (!part.is_object() || !part.contains("type") || part["type"] != "text" || !part.contains("text") ||
+        !part["text"].is_string()) {
+      why = "only text content parts ({\"type\": \"text\", \"text\": ...}) are supported";
+      return std::nullopt;
+    }
+    out += part["text"].get<std::string>();
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string dump(const ordered_json& j) { return j.dump(-1, ' ', false, ordered_json::error_handler_t::replace); }
+
+ordered_json error_body(int status, const std::string& message) {
+  const char* type = status == 404 ? "not_found_error"
+                     : status == 503 ? "server_busy"
+                     : status == 413 ? "request_too_large"
+                     : status >= 500 ? "server_error"
+                                     : "invalid_request_error";
+  return {{"error", {{"message", message}, {"type", type}, {"code", status}}}};
+}
+
+std::optional<ApiRequest> parse_request(const std::string& body, bool chat, ApiError& error) {
+  auto bad = [&](const std::string& m) {
+    error = {400, m};
+    return std::nullopt;
+  };
+  ordered_json j = ordered_json::parse(body, nullptr, false);
+  if (j.is_discarded()) return bad("the body is not valid JSON");
+  if (!j.is_object()) return bad("the body must be a JSON object");
+  ApiRequest r;
+  r.chat = chat;
+  if (j.contains("model") && !j["model"].is_null()) {
+    if (!j["model"].is_string()) return bad("'model' must be a string");
+    r.model = j["model"];
+  }
+  if (j.contains("stream") && !j["stream"].is_null()) {
+    if (!j["stream"].is_boolean()) return bad("'stream' must be true or false");
+    r.stream = j["stream"];
+  }
+  for (const char* key : {"max_tokens", "max_completion_tokens", "n_predict"}) {
+    if (!j.contains(key) || j[key].is_null()) continue;
+    if (!j[key].is_number_integer() || j[key].get<int64_t>() < 1)
+      return bad(std::string("'") + key + "' must be a positive integer");
+    r.max_tokens = j[key];
+  }
+  if (j.contains("n") && !j["n"].is_null() && j["n"] != 1) return bad("'n' must be 1 (one choice per request)");
+  core::SamplerOptions& s = r.sampling;
+  s.temperature = 0.8f;  // llama-server's defaults
+  if (j.contains("temperature") && !j["temperature"].is_null()) {
+    if (!number_in(j["temperature"], 0, 100)) return bad("'temperature' must be a number in [0, 100]");
+    s.temperature = j["temperature"].get<float>();
+  }
+  if (j.contains("top_p") && !j["top_p"].is_null()) {
+    if (!number_in(j["top_p"], 0, 1)) return bad("'top_p' must be a number in [0, 1]");
+    s.top_p = j["top_p"].get<float>();
+  }
+  if (j.contains("min_p") && !j["min_p"].is_null()) {
+    if (!number_in(j["min_p"], 0, 1)) return bad("'min_p' must be a number in [0, 1]");
+    s.min_p = j["min_p"].get<float>();
+  }
+  if (j.contains("top_k") && !j["top_k"].is_null()) {
+    if (!j["top_k"].is_number_integer() || j["top_k"].get<int64_t>() < 0 || j["top_k"].get<int64_t>() > 1 << 20)
+      return bad("'top_k' must be an integer >= 0");
+    s.top_k = j["top_k"].get<int>();
+  }
+  if (j.contains("repeat_penalty") && !j["repeat_penalty"].is_null()) {
+    if (!number_in(j["repeat_penalty"], 0, 100)) return bad("'repeat_penalty' must be a number in [0, 100]");
+    s.repeat_penalty = j["repeat_penalty"].get<float>();
+  }
+  if (j.contains("seed") && !j["seed"].is_null()) {
+    if (!j["seed"].is_number_integer()) return bad("'seed' must be an integer");
+    s.seed = static_cast<uint64_t>(j["seed"].get<int64_t>());
+  }
+  if (j.contains("stop") && !j["stop"].is_null()) {
+    const ordered_json& st = j["stop"];
+    if (st.is_string()) r.stop.push_back(st);
+    else if (st.is_array()) for (const auto& x : st) {
+      if (!x.is_string()) return bad("'stop' must be a string or an array of strings");
+      r.stop.push_back(x);
+    }
+    else return bad("'stop' must be a string or an array of strings");
+    if (r.stop.size() > kMaxStops) return bad("'stop' takes at most 4 strings");
+    for (const auto& x : r.stop)
+      if (x.empty() || x.size() > kMaxStopBytes) return bad("each 'stop' string must have 1 to 256 bytes");
+  }
+  if (chat) {
+    if (!j.contains("messages") || !j["messages"].is_array() || j["messages"].empty())
+      return bad("'messages' must be a non-empty array");
+    if (j["messages"].size() > kMaxMessages) return bad("'messages' has more than 4096 entries");
+    r.messages = ordered_json::array();
+    for (const auto& m : j["messages"]) {
+      if (!m.is_object() || !m.contains("role") || !m["role"].is_string())
+        return bad("each message must be an object with a string 'role'");
+      std::string why;
+      auto text = content_text(m.contains("content") ? m["content"] : ordered_json(), why);
+      if (!text) return bad("message content: " + why);
+      ordered_json n = m;
+      n["content"] = *text;
+      r.messages.push_back(std::move(n));
+    }
+    r.template_extra = ordered_json::object();
+    if (j.contains("tools") && j["tools"].is_array() && !j["tools"].empty()) r.template_extra["tools"] = j["tools"];
+    if (j.contains("chat_template_kwargs") && j["chat_template_kwargs"].is_object())
+      for (auto it = j["chat_template_kwargs"].begin(); it != j["chat_template_kwargs"].end(); ++it)
+        r.template_extra[it.key()] = it.value();
+  } else {
+    if (!j.contains("prompt")) return bad("'prompt' is required");
+    const ordered_json& p = j["prompt"];
+    if (p.is_string()) {
+      r.prompt_text = p;
+    } else if (p.is_array() && p.size() == 1 && p[0].is_string()) {
+      r.prompt_text = p[0];
+    } else if (p.is_array() && !p.empty() && std::all_of(p.begin(), p.end(), [](const auto& x) { return x.is_number_integer(); })) {
+      for (const auto& x : p) {
+        const int64_t v = x;
+        if (v < 0 || v > INT32_MAX) return bad("prompt token " + std::to_string(v) + " is not a token id");
+        r.prompt_tokens.push_back(static_cast<int32_t>(v));
+      }
+    } else {
+      return bad("'prompt' must be a string, one string in an array, or an array of token ids");
+    }
+  }
+  return r;
+}
+
+std::string TextStream::push(const std::string& piece) {
+  if (stopped_) return {};
+  buf_ += piece;
+  for (const auto& s : stops_) {
+    const size_t at = buf_.find(s);
+    if (at != std::string::npos) {
+      buf_.resize(at);
+      stopped_ = true;
+    }
+  }
+  size_t keep = 0;  // a tail that may grow into a stop string stays back
+  if (!stopped_) {
+    for (const auto& s : stops_)
+      for (size_t k = std::min(s.size() - 1, buf_.size()); k > keep; --k)
+        if (buf_.compare(buf_.size() - k, k, s, 0, k) == 0) {
+          keep = k;
+          break;
+        }
+  }
+  size_t n = utf8_whole(buf_.substr(0, buf_.size() - keep));
+  if (stopped_) n = buf_.size();
+  std::string out = buf_.substr(0, n);
+  buf_.erase(0, n);
+  sent_ += out;
+  return out;
+}
+
+std::string TextStream::flush() {
+  std::string out = stopped_ ? std::string() : buf_;
+  buf_.clear();
+  sent_ += out;
+  return out;
+}
+
+}  // namespace sluice::tools

@@ -1,0 +1,62 @@
+// The OpenAI-compatible request and response bodies of `sluice serve` (tools/cmd_serve.cpp):
+// parsing and checking requests, building completion objects and stream chunks, and turning
+// token pieces into text that is safe to send (whole UTF-8 characters, stop strings held back).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/sampler.h"
+
+namespace sluice::tools {
+
+// A request error: the HTTP status and a one-line message for the JSON error body.
+struct ApiError {
+  int status;
+  std::string message;
+};
+
+struct ApiRequest {
+  bool chat = false;
+  bool stream = false;
+  std::string model;                      // as sent ("" when absent)
+  nlohmann::ordered_json messages;        // chat: normalized (content as one string)
+  nlohmann::ordered_json template_extra;  // chat: tools, chat_template_kwargs
+  std::string prompt_text;                // completions: text prompt
+  std::vector<int32_t> prompt_tokens;     // completions: token-id prompt
+  int64_t max_tokens = 0;                 // 0: not given
+  std::vector<std::string> stop;
+  core::SamplerOptions sampling;
+};
+
+// Parses and checks a body; std::nullopt and `error` set on a bad request (status 400).
+std::optional<ApiRequest> parse_request(const std::string& body, bool chat, ApiError& error);
+
+nlohmann::ordered_json error_body(int status, const std::string& message);
+
+// Text from token pieces: emits whole UTF-8 characters only, and holds back the tail that could
+// still become a stop string; stop() is true once a stop string appeared (text ends before it).
+class TextStream {
+ public:
+  explicit TextStream(std::vector<std::string> stops) : stops_(std::move(stops)) {}
+  // Adds a piece; returns the text now safe to send.
+  std::string push(const std::string& piece);
+  // At the end: the rest (an incomplete UTF-8 tail becomes U+FFFD).
+  std::string flush();
+  bool stopped() const { return stopped_; }
+  const std::string& text() const { return sent_; }  // everything returned so far
+
+ private:
+  std::vector<std::string> stops_;
+  std::string buf_, sent_;
+  bool stopped_ = false;
+};
+
+// json.dump that never throws on invalid UTF-8 (replaced by U+FFFD).
+std::string dump(const nlohmann::ordered_json& j);
+
+}  // namespace sluice::tools
