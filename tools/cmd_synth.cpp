@@ -49,7 +49,8 @@ int cmd_synth(int argc, char** argv) {
       ("preset", "model to imitate: " + core::synth::preset_names(), cxxopts::value<std::string>())
       ("layers", "number of blocks (the real count or fewer); dense lead blocks are kept", cxxopts::value<int64_t>()->default_value("4"))
       ("experts", "routed experts per MoE block (default: the model's)", cxxopts::value<int64_t>())
-      ("quant", "llama-quantize file type: " + core::synth::file_type_names(), cxxopts::value<std::string>()->default_value("Q4_K_M"))
+      ("quant", "llama-quantize file type: " + core::synth::file_type_names() +
+                    " (default Q4_K_M; MXFP4_MOE for kimi-k3, whose experts ship as MXFP4)", cxxopts::value<std::string>())
       ("vocab", "copy the tokenizer (tokenizer.* keys) from this GGUF instead of the built-in byte-level one", cxxopts::value<std::string>())
       ("skew", "routing concentration: 0 uniform, 1 calibrated to real models, larger is hotter", cxxopts::value<double>()->default_value("1"))
       ("seed", "random seed; the same options and seed give the same file", cxxopts::value<uint64_t>()->default_value("1"))
@@ -75,7 +76,7 @@ int cmd_synth(int argc, char** argv) {
     if (e < 2 || e > 100000) throw Error(ErrorCode::invalid_argument, "--experts " + std::to_string(e) + ": must be at least 2");
     o.experts = static_cast<uint32_t>(e);
   }
-  o.quant = args["quant"].as<std::string>();
+  o.quant = args.count("quant") ? args["quant"].as<std::string>() : o.preset == "kimi-k3" ? "MXFP4_MOE" : "Q4_K_M";
   if (args.count("vocab")) o.vocab_path = args["vocab"].as<std::string>();
   o.skew = args["skew"].as<double>();
   o.seed = args["seed"].as<uint64_t>();
