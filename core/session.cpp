@@ -195,8 +195,12 @@ uint64_t Session::kv_bytes_for(const ModelConfig& config, const SessionOptions& 
 }
 
 void Session::matmul(const kernels::WeightMatrix& w, const float* x, int64_t n, float* y, MatKind kind) {
+  // Products whose summation order depends on how many rows they see run per sequence in a mixed
+  // batch, so each sequence gets the logits it gets alone: F32/F16 (llamafile's tiling) and the
+  // matrices llama.cpp repacks for plain mul_mat (GEMM over groups of 4 tokens, GEMV for the rest).
   const bool order_depends_on_rows =
-      kind != MatKind::mul_mat_id && (w.type == GgmlType::F32 || w.type == GgmlType::F16);
+      kind != MatKind::mul_mat_id &&
+      (w.type == GgmlType::F32 || w.type == GgmlType::F16 || w.repack == kernels::GgmlRepack::mul_mat);
   if (order_depends_on_rows && runs_.size() > 2 && n == runs_n_) {
     for (size_t r = 0; r + 1 < runs_.size(); ++r)
       matmul_rows(w, x + runs_[r] * w.n_cols, runs_[r + 1] - runs_[r], y + runs_[r] * w.n_rows, kind);
