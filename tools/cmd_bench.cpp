@@ -20,6 +20,7 @@
 #include "io/pread_reader.h"
 #include "io/fault_reader.h"
 #include "tools/commands.h"
+#include "tools/memory_flags.h"
 #include "tools/progress_bar.h"
 #include "tools/routing_outputs.h"
 
@@ -232,14 +233,12 @@ int cmd_bench_model(int argc, char** argv) {
   std::vector<core::BenchOptions> runs;
   auto with_budget = [&](const std::string& text) {
     core::BenchOptions o = base;
-    o.engine.budget_bytes = is_percent(text) ? static_cast<uint64_t>(parse_percent(text, "--budget") * static_cast<double>(file_bytes))
-                                             : parse_size(text, "--budget");
+    o.engine.budget_bytes = parse_budget_flag(text, file_bytes);
     return o;
   };
   auto with_fraction = [&](const std::string& text) {
     core::BenchOptions o = base;
-    std::string t = is_percent(text) ? text : text + "%";
-    o.engine.cache_experts = parse_percent(t, "--cache-experts");
+    o.engine.cache_experts = parse_cache_experts_flag(text);
     return o;
   };
   int modes = static_cast<int>(args.count("budget") + args.count("cache-experts") + args.count("budgets") +

@@ -22,6 +22,7 @@
 #include "io/fault_reader.h"
 #include "kernels/thread_pool.h"
 #include "tools/commands.h"
+#include "tools/memory_flags.h"
 #include "tools/progress_bar.h"
 #include "tools/routing_outputs.h"
 
@@ -202,16 +203,9 @@ int cmd_run(int argc, char** argv) {
   eo.session.prefetch_depth = args["prefetch-depth"].as<int>();
   if (eo.session.prefetch_depth < 0 || eo.session.prefetch_depth > 64)
     throw Error(ErrorCode::invalid_argument, "--prefetch-depth " + std::to_string(eo.session.prefetch_depth) + " must be in [0, 64]");
-  if (args.count("budget")) {
-    const std::string b = args["budget"].as<std::string>();
-    eo.budget_bytes = is_percent(b) ? static_cast<uint64_t>(parse_percent(b, "--budget") *
-                                                            static_cast<double>(std::filesystem::file_size(model_path)))
-                                    : parse_size(b, "--budget");
-  }
-  if (args.count("cache-experts")) {
-    std::string f = args["cache-experts"].as<std::string>();
-    eo.cache_experts = parse_percent(is_percent(f) ? f : f + "%", "--cache-experts");
-  }
+  if (args.count("budget"))
+    eo.budget_bytes = parse_budget_flag(args["budget"].as<std::string>(), std::filesystem::file_size(model_path));
+  if (args.count("cache-experts")) eo.cache_experts = parse_cache_experts_flag(args["cache-experts"].as<std::string>());
   eo.gpu = gpu;
   if (args.count("vram")) {
     eo.gpu_options.vram_bytes = parse_size(args["vram"].as<std::string>(), "--vram");

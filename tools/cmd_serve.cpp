@@ -19,6 +19,7 @@
 #include "core/serve_scheduler.h"
 #include "core/tokenizer.h"
 #include "tools/commands.h"
+#include "tools/memory_flags.h"
 #include "tools/serve_api.h"
 #include "io/pread_reader.h"
 
@@ -266,16 +267,9 @@ int cmd_serve(int argc, char** argv) {
   eo.session.n_batch = std::max<int64_t>(parallel, args["batch-size"].as<int64_t>());
   eo.session.n_seq = parallel;
   eo.session.kv_type = kv_name == "f32" ? GgmlType::F32 : GgmlType::F16;
-  if (args.count("budget")) {
-    const std::string b = args["budget"].as<std::string>();
-    eo.budget_bytes = is_percent(b) ? static_cast<uint64_t>(parse_percent(b, "--budget") *
-                                                            static_cast<double>(std::filesystem::file_size(model_path)))
-                                    : parse_size(b, "--budget");
-  }
-  if (args.count("cache-experts")) {
-    std::string f = args["cache-experts"].as<std::string>();
-    eo.cache_experts = parse_percent(is_percent(f) ? f : f + "%", "--cache-experts");
-  }
+  if (args.count("budget"))
+    eo.budget_bytes = parse_budget_flag(args["budget"].as<std::string>(), std::filesystem::file_size(model_path));
+  if (args.count("cache-experts")) eo.cache_experts = parse_cache_experts_flag(args["cache-experts"].as<std::string>());
   if (eo.in_core && (eo.budget_bytes || eo.cache_experts > 0))
     throw Error(ErrorCode::invalid_argument, "--in-core loads every expert; it cannot be combined with --budget or --cache-experts");
 
