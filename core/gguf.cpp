@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 
 #include "common/error.h"
 #include "common/units.h"
@@ -12,7 +13,8 @@ namespace sluice::core {
 namespace {
 
 constexpr uint32_t kMagic = 0x46554747;  // "GGUF" little-endian
-constexpr uint64_t kChunk = 1 << 20;     // header bytes fetched per read
+constexpr uint64_t kFirstChunk = 64 << 10;  // header bytes fetched by the first read
+constexpr uint64_t kMaxChunk = 1 << 20;      // reads double up to this
 constexpr uint32_t kMaxAlignment = 1 << 20;
 constexpr size_t kMaxNameBytes = 63;     // ggml's GGML_MAX_NAME is 64 including the terminator
 
@@ -26,6 +28,24 @@ size_t value_type_size(GgufValueType t) {
   }
   return 0;
 }
+
+// Names the field being read, for error messages. The text is built only when a read fails:
+// a 160k-entry vocabulary would otherwise cost a string allocation per element.
+class FieldName {
+ public:
+  FieldName(const char* text)
+      : object_(text), build_([](const void* o) { return std::string(static_cast<const char*>(o)); }) {}
+  // `describe` (a callable returning std::string) must outlive the call this name is passed to.
+  template <class Describe>
+    requires std::is_invocable_r_v<std::string, const Describe&>
+  FieldName(const Describe& describe)
+      : object_(&describe), build_([](const void* o) { return (*static_cast<const Describe*>(o))(); }) {}
+  std::string operator()() const { return build_(object_); }
+
+ private:
+  const void* object_;
+  std::string (*build_)(const void*);
+};
 
 bool is_integer(GgufValueType t) {
   switch (t) {
@@ -107,11 +127,11 @@ class GgufParser {
     for (uint64_t i = 0; i < n_kv; ++i) {
       GgufKv kv;
       kv.file_offset = pos_;
-      kv.key = read_string("metadata key #" + std::to_string(i));
+      kv.key = read_string([&] { return "metadata key #" + std::to_string(i); });
       if (kv.key.empty()) fail_at(kv.file_offset, "metadata key #" + std::to_string(i) + " is empty");
       if (f.kv_index_.count(kv.key)) fail_at(kv.file_offset, "duplicate metadata key " + quote(kv.key));
       uint64_t type_at = pos_;
-      uint32_t raw_type = read_u32("value type of " + quote(kv.key));
+      uint32_t raw_type = read_u32([&] { return "value type of " + quote(kv.key); });
       if (raw_type > static_cast<uint32_t>(GgufValueType::f64)) {
         fail_at(type_at, "metadata key " + quote(kv.key) + " has value type " + std::to_string(raw_type) +
                              ", out of range (0..12)");
@@ -155,9 +175,9 @@ class GgufParser {
   static uint64_t align_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 
   // Makes [pos_, pos_ + n) available in buf_, reading more of the file as needed.
-  void need(uint64_t n, const std::string& what) {
+  void need(uint64_t n, FieldName what) {
     if (n > file_size_ - std::min(pos_, file_size_)) {
-      fail_at(pos_, "file truncated while reading " + what + ": needs " + std::to_string(n) +
+      fail_at(pos_, "file truncated while reading " + what() + ": needs " + std::to_string(n) +
                         " bytes, " + std::to_string(file_size_ - std::min(pos_, file_size_)) + " remain");
     }
     uint64_t end = pos_ + n;
@@ -170,13 +190,15 @@ class GgufParser {
     buf_.erase(buf_.begin(), buf_.begin() + static_cast<ptrdiff_t>(keep_from));
     buf_start_ = pos_;
     uint64_t have_end = buf_start_ + buf_.size();
-    uint64_t want_end = std::min(file_size_, std::max(end, have_end + kChunk));
+    // Chunks double from 64 KiB: a small file (or a fuzzer's input) is not padded to 1 MiB.
+    chunk_ = std::min(kMaxChunk, chunk_ == 0 ? kFirstChunk : chunk_ * 2);
+    uint64_t want_end = std::min(file_size_, std::max(end, have_end + chunk_));
     size_t old = buf_.size();
     buf_.resize(static_cast<size_t>(want_end - buf_start_));
     reader_.read_sync(have_end, std::span<std::byte>(buf_.data() + old, buf_.size() - old));
   }
 
-  const std::byte* take(uint64_t n, const std::string& what) {
+  const std::byte* take(uint64_t n, FieldName what) {
     need(n, what);
     const std::byte* p = buf_.data() + (pos_ - buf_start_);
     pos_ += n;
@@ -184,31 +206,31 @@ class GgufParser {
   }
 
   template <class T>
-  T read_scalar(const std::string& what) {
+  T read_scalar(FieldName what) {
     T v;
     std::memcpy(&v, take(sizeof(T), what), sizeof(T));
     return v;
   }
-  uint32_t read_u32(const std::string& what) { return read_scalar<uint32_t>(what); }
-  uint64_t read_u64(const std::string& what) { return read_scalar<uint64_t>(what); }
+  uint32_t read_u32(FieldName what) { return read_scalar<uint32_t>(what); }
+  uint64_t read_u64(FieldName what) { return read_scalar<uint64_t>(what); }
 
-  std::string read_string(const std::string& what) {
+  std::string read_string(FieldName what) {
     uint64_t at = pos_;
-    uint64_t len = read_u64("length of " + what);
+    uint64_t len = read_u64([&] { return "length of " + what(); });
     uint64_t remain = file_size_ - pos_;
     if (len > remain) {
-      fail_at(at, what + " has length " + std::to_string(len) + ", beyond end of file (" +
+      fail_at(at, what() + " has length " + std::to_string(len) + ", beyond end of file (" +
                       std::to_string(remain) + " bytes remain)");
     }
     if (len > limits_.max_string_bytes) {
-      fail_at(at, what + " has length " + std::to_string(len) + ", above the limit of " +
+      fail_at(at, what() + " has length " + std::to_string(len) + ", above the limit of " +
                       std::to_string(limits_.max_string_bytes));
     }
     const std::byte* p = take(len, what);
     return std::string(reinterpret_cast<const char*>(p), static_cast<size_t>(len));
   }
 
-  void read_scalar_value(GgufValueType t, GgufValue& v, const std::string& what) {
+  void read_scalar_value(GgufValueType t, GgufValue& v, FieldName what) {
     switch (t) {
       case GgufValueType::u8: v.u = read_scalar<uint8_t>(what); break;
       case GgufValueType::i8: v.i = read_scalar<int8_t>(what); break;
@@ -223,7 +245,7 @@ class GgufParser {
       case GgufValueType::boolean: {
         uint64_t at = pos_;
         uint8_t b = read_scalar<uint8_t>(what);
-        if (b > 1) fail_at(at, what + " is a bool with value " + std::to_string(b) + " (must be 0 or 1)");
+        if (b > 1) fail_at(at, what() + " is a bool with value " + std::to_string(b) + " (must be 0 or 1)");
         v.u = b;
         break;
       }
@@ -233,13 +255,13 @@ class GgufParser {
   }
 
   void read_value(const std::string& key, GgufValue& v) {
-    const std::string what = "value of " + quote(key);
+    const auto what = [&] { return "value of " + quote(key); };
     if (v.type != GgufValueType::array) {
       read_scalar_value(v.type, v, what);
       return;
     }
     uint64_t at = pos_;
-    uint32_t raw_elem = read_u32("array type of " + quote(key));
+    uint32_t raw_elem = read_u32([&] { return "array type of " + quote(key); });
     if (raw_elem > static_cast<uint32_t>(GgufValueType::f64)) {
       fail_at(at, "array " + quote(key) + " has element type " + std::to_string(raw_elem) +
                       ", out of range (0..12)");
@@ -247,7 +269,7 @@ class GgufParser {
     v.elem_type = static_cast<GgufValueType>(raw_elem);
     if (v.elem_type == GgufValueType::array) fail_at(at, "array " + quote(key) + " holds arrays (nested arrays are not supported)");
     uint64_t count_at = pos_;
-    v.count = read_u64("array count of " + quote(key));
+    v.count = read_u64([&] { return "array count of " + quote(key); });
     uint64_t remain = file_size_ - pos_;
     if (v.elem_type == GgufValueType::string) {
       // Each string needs at least its 8-byte length.
@@ -261,7 +283,7 @@ class GgufParser {
       const uint64_t header_room = limits_.max_header_bytes > pos_ ? limits_.max_header_bytes - pos_ : 0;
       v.strings.reserve(static_cast<size_t>(std::min<uint64_t>({v.count, header_room / 8, 1u << 20})));
       for (uint64_t i = 0; i < v.count; ++i) {
-        v.strings.push_back(read_string("element " + std::to_string(i) + " of " + quote(key)));
+        v.strings.push_back(read_string([&] { return "element " + std::to_string(i) + " of " + quote(key); }));
       }
       return;
     }
@@ -292,7 +314,7 @@ class GgufParser {
     GgufTensorInfo t;
     uint64_t at = pos_;
     std::string label = "tensor #" + std::to_string(index);
-    t.name = read_string("name of " + label);
+    t.name = read_string([&] { return "name of " + label; });
     if (t.name.empty()) fail_at(at, label + " has an empty name");
     if (t.name.size() > kMaxNameBytes) {
       fail_at(at, label + " name '" + t.name.substr(0, 80) + "' is " + std::to_string(t.name.size()) +
@@ -301,14 +323,14 @@ class GgufParser {
     if (f.tensor_index_.count(t.name)) fail_at(at, "duplicate tensor name " + quote(t.name));
     label = "tensor " + quote(t.name);
     uint64_t dims_at = pos_;
-    t.n_dims = read_u32("n_dims of " + label);
+    t.n_dims = read_u32([&] { return "n_dims of " + label; });
     if (t.n_dims == 0 || t.n_dims > 4) {
       fail_at(dims_at, label + " has n_dims = " + std::to_string(t.n_dims) + " (must be 1..4)");
     }
     uint64_t n_elements = 1;
     for (uint32_t d = 0; d < t.n_dims; ++d) {
       uint64_t ne_at = pos_;
-      int64_t ne = read_scalar<int64_t>("ne[" + std::to_string(d) + "] of " + label);
+      int64_t ne = read_scalar<int64_t>([&] { return "ne[" + std::to_string(d) + "] of " + label; });
       if (ne <= 0) {
         fail_at(ne_at, label + " has ne[" + std::to_string(d) + "] = " + std::to_string(ne) + " (must be > 0)");
       }
@@ -320,7 +342,7 @@ class GgufParser {
     }
     t.n_elements = n_elements;
     uint64_t type_at = pos_;
-    uint32_t raw_type = read_u32("type of " + label);
+    uint32_t raw_type = read_u32([&] { return "type of " + label; });
     if (ggml_type_removed(raw_type)) {
       fail_at(type_at, label + " uses ggml type id " + std::to_string(raw_type) +
                            ", which ggml has removed (re-convert the model)");
@@ -338,7 +360,7 @@ class GgufParser {
       fail_at(type_at, label + " byte size overflows 64 bits");
     }
     uint64_t off_at = pos_;
-    t.offset = read_u64("offset of " + label);
+    t.offset = read_u64([&] { return "offset of " + label; });
     if (t.offset % f.alignment_ != 0) {
       fail_at(off_at, label + " offset " + std::to_string(t.offset) + " is not a multiple of the alignment " +
                           std::to_string(f.alignment_));
@@ -380,6 +402,7 @@ class GgufParser {
   uint64_t file_size_;
   uint64_t pos_ = 0;
   uint64_t buf_start_ = 0;
+  uint64_t chunk_ = 0;
   std::vector<std::byte> buf_;
 };
 
