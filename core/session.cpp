@@ -202,6 +202,12 @@ void Session::matmul(const kernels::WeightMatrix& w, const float* x, int64_t n, 
       kind != MatKind::mul_mat_id &&
       (w.type == GgmlType::F32 || w.type == GgmlType::F16 || w.repack == kernels::GgmlRepack::mul_mat);
   if (order_depends_on_rows && runs_.size() > 2 && n == runs_n_) {
+    // The quantized kernels take the runs themselves and keep every sequence's order while
+    // unpacking each weight block once for the whole batch (an offloaded product still splits).
+    if (w.repack == kernels::GgmlRepack::mul_mat && !offload_) {
+      kernels::matmul(w, {x, sz(n * w.n_cols)}, n, {y, sz(n * w.n_rows)}, mm_scratch_, pool_, runs_);
+      return;
+    }
     for (size_t r = 0; r + 1 < runs_.size(); ++r)
       matmul_rows(w, x + runs_[r] * w.n_cols, runs_[r + 1] - runs_[r], y + runs_[r] * w.n_rows, kind);
     return;

@@ -57,7 +57,11 @@ void matvec(const WeightMatrix& w, std::span<const float> x, std::span<float> y,
             ThreadPool& pool);
 
 // Y[t][n_rows] = W X[t][n_cols] for t in [0, n_tokens); X and Y are row-major.
+// `runs`, when given, splits the tokens into sequences (run r is tokens [runs[r], runs[r+1]),
+// from 0 to n_tokens): a matrix llama.cpp repacks for mul_mat then sums each token in the order
+// its sequence alone would get (the GEMM's for the leading whole groups of 4 of its run, the
+// GEMV's for the rest), so a mixed batch gives each sequence its single-run results.
 void matmul(const WeightMatrix& w, std::span<const float> x, int64_t n_tokens, std::span<float> y,
-            std::span<std::byte> scratch, ThreadPool& pool);
+            std::span<std::byte> scratch, ThreadPool& pool, std::span<const int64_t> runs = {});
 
 }  // namespace sluice::kernels

@@ -2,6 +2,7 @@
 // scalar versions in scalar.h; never call them without checking the CPU (dispatch.cpp does).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 namespace sluice::kernels::cpu::avx2 {
@@ -30,5 +31,15 @@ float vec_dot_q4_k_repack(const void* w, const void* act, int64_t n);
 float vec_dot_q4_k_repack_gemm(const void* w, const void* act, int64_t n);
 float vec_dot_q5_k(const void* w, const void* act, int64_t n);
 float vec_dot_q6_k(const void* w, const void* act, int64_t n);
+
+// Multi-row versions (VecDotMultiFn): 2 or 4 activation rows per weight row, bit-identical per row.
+void vec_dot_q4_k_x2(const void* w, const void* act, size_t act_stride, int64_t n, float* out);
+void vec_dot_q4_k_x4(const void* w, const void* act, size_t act_stride, int64_t n, float* out);
+void vec_dot_q4_k_repack_x2(const void* w, const void* act, size_t act_stride, int64_t n, float* out);
+void vec_dot_q4_k_repack_x4(const void* w, const void* act, size_t act_stride, int64_t n, float* out);
+void vec_dot_q4_k_repack_gemm_x2(const void* w, const void* act, size_t act_stride, int64_t n, float* out);
+void vec_dot_q4_k_repack_gemm_x4(const void* w, const void* act, size_t act_stride, int64_t n, float* out);
+void vec_dot_q6_k_x2(const void* w, const void* act, size_t act_stride, int64_t n, float* out);
+void vec_dot_q6_k_x4(const void* w, const void* act, size_t act_stride, int64_t n, float* out);
 
 }  // namespace sluice::kernels::cpu::avx2

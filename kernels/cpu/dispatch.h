@@ -19,6 +19,10 @@ namespace sluice::kernels::cpu {
 using DequantizeFn = void (*)(const void* src, float* dst, int64_t n);
 using QuantizeFn = void (*)(const float* src, void* dst, int64_t n);
 using VecDotFn = float (*)(const void* w, const void* act, int64_t n);
+// One weight row against several activation rows (act, act + act_stride, ...), out[t] for row t:
+// the weight blocks are unpacked once for all of them, and each out[t] is bit-identical to the
+// single-row VecDotFn of the same table slot on row t.
+using VecDotMultiFn = void (*)(const void* w, const void* act, size_t act_stride, int64_t n, float* out);
 
 constexpr size_t kTypeSlots = 40;  // ggml type ids 0..39
 
@@ -31,6 +35,11 @@ struct KernelTable {
   // that llama.cpp repacks (WeightMatrix::repacked); null where sluice has no such order.
   VecDotFn vec_dot_repack[kTypeSlots] = {};       // the GEMV's order (per super-block)
   VecDotFn vec_dot_repack_gemm[kTypeSlots] = {};  // the 4-row GEMM's order (per sub-block pair)
+  // Multi-row versions of the three tables above, for 2 and 4 activation rows ([0]: x2, [1]: x4);
+  // null where there is none (matmul then calls the single-row entry per row).
+  VecDotMultiFn vec_dot_multi[kTypeSlots][2] = {};
+  VecDotMultiFn vec_dot_repack_multi[kTypeSlots][2] = {};
+  VecDotMultiFn vec_dot_repack_gemm_multi[kTypeSlots][2] = {};
 };
 
 const KernelTable& scalar_kernels();

@@ -31,6 +31,15 @@ void add_avx2_kernels(KernelTable& t) {
   dot(GgmlType::Q6_K, avx2::vec_dot_q6_k);
   t.vec_dot_repack[size_t(GgmlType::Q4_K)] = avx2::vec_dot_q4_k_repack;
   t.vec_dot_repack_gemm[size_t(GgmlType::Q4_K)] = avx2::vec_dot_q4_k_repack_gemm;
+  auto multi = [](VecDotMultiFn (&slot)[kTypeSlots][2], GgmlType type, VecDotMultiFn x2, VecDotMultiFn x4) {
+    slot[size_t(type)][0] = x2;
+    slot[size_t(type)][1] = x4;
+  };
+  multi(t.vec_dot_multi, GgmlType::Q4_K, avx2::vec_dot_q4_k_x2, avx2::vec_dot_q4_k_x4);
+  multi(t.vec_dot_multi, GgmlType::Q6_K, avx2::vec_dot_q6_k_x2, avx2::vec_dot_q6_k_x4);
+  multi(t.vec_dot_repack_multi, GgmlType::Q4_K, avx2::vec_dot_q4_k_repack_x2, avx2::vec_dot_q4_k_repack_x4);
+  multi(t.vec_dot_repack_gemm_multi, GgmlType::Q4_K, avx2::vec_dot_q4_k_repack_gemm_x2,
+        avx2::vec_dot_q4_k_repack_gemm_x4);
 }
 
 }  // namespace sluice::kernels::cpu

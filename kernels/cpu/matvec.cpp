@@ -3,6 +3,7 @@
 // runs it, so results do not depend on the thread count.
 #include "kernels/matvec.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 
@@ -46,6 +47,43 @@ void check_shapes(const WeightMatrix& w, size_t x_size, int64_t n_tokens, size_t
          std::to_string(matmul_scratch_bytes(w.type, w.n_cols, n_tokens)));
 }
 
+// One summation order's kernels: a row at a time, and 2 or 4 rows per call where they exist.
+struct DotOrder {
+  cpu::VecDotFn one;
+  cpu::VecDotMultiFn x2;
+  cpu::VecDotMultiFn x4;
+};
+
+// Calls f(begin, end, gemm) over the tokens in maximal ranges of one summation order: with
+// `any_gemm`, a run's leading whole groups of 4 (runs of at least 4 tokens) take the GEMM order
+// and the rest the GEMV order; otherwise every token takes the GEMV order.
+template <class F>
+void for_each_order_segment(std::span<const int64_t> runs, bool any_gemm, F&& f) {
+  const int64_t n = runs.back();
+  if (!any_gemm) {
+    if (n > 0) f(int64_t{0}, n, false);
+    return;
+  }
+  int64_t seg_begin = 0, seg_end = 0;
+  bool seg_gemm = false;
+  auto add = [&](int64_t b, int64_t e, bool g) {
+    if (b == e) return;
+    if (seg_end > seg_begin && g == seg_gemm && b == seg_end) {
+      seg_end = e;
+      return;
+    }
+    if (seg_end > seg_begin) f(seg_begin, seg_end, seg_gemm);
+    seg_begin = b, seg_end = e, seg_gemm = g;
+  };
+  for (size_t i = 0; i + 1 < runs.size(); ++i) {
+    const int64_t a = runs[i], len = runs[i + 1] - runs[i];
+    const int64_t g = len > 3 ? len - len % 4 : 0;
+    add(a, a + g, true);
+    add(a + g, runs[i + 1], false);
+  }
+  if (seg_end > seg_begin) f(seg_begin, seg_end, seg_gemm);
+}
+
 }  // namespace
 
 bool ggml_repacks(GgmlType type, int64_t n_rows) { return type == GgmlType::Q4_K && n_rows % 8 == 0; }
@@ -60,43 +98,55 @@ void matvec(const WeightMatrix& w, std::span<const float> x, std::span<float> y,
 }
 
 void matmul(const WeightMatrix& w, std::span<const float> x, int64_t n_tokens, std::span<float> y,
-            std::span<std::byte> scratch, ThreadPool& pool) {
+            std::span<std::byte> scratch, ThreadPool& pool, std::span<const int64_t> runs) {
   check_shapes(w, x.size(), n_tokens, y.size(), scratch.data(), scratch.size());
+  if (!runs.empty() && (runs.size() < 2 || runs.front() != 0 || runs.back() != n_tokens ||
+                        !std::is_sorted(runs.begin(), runs.end())))
+    throw Error(ErrorCode::invalid_argument, "matmul: runs must rise from 0 to the token count");
   const cpu::KernelTable& k = cpu::best_kernels();
+  const size_t ti = size_t(w.type);
   const GgmlType act_type = vec_dot_type(w.type);
   const size_t act_row = ggml_row_bytes(act_type, uint64_t(w.n_cols));
   const auto quantize = k.quantize[size_t(act_type)];
-  // The dot of token t: vec_dot, or for a matrix llama.cpp repacks the GEMM's order for the first
-  // gemm_tokens tokens (whole groups of 4, when there are at least 4) and the GEMV's for the rest.
-  cpu::VecDotFn dot = k.vec_dot[size_t(w.type)], gemm_dot = dot;
-  int64_t gemm_tokens = 0;
-  if (w.repack != GgmlRepack::none && k.vec_dot_repack[size_t(w.type)] != nullptr) {
-    dot = gemm_dot = k.vec_dot_repack[size_t(w.type)];
-    if (w.repack == GgmlRepack::mul_mat && n_tokens > 3) {
-      gemm_dot = k.vec_dot_repack_gemm[size_t(w.type)];
-      gemm_tokens = n_tokens - n_tokens % 4;
+  // The dot of token t: vec_dot, or for a matrix llama.cpp repacks the GEMM's order for the
+  // leading whole groups of 4 tokens of each run (when the run has at least 4) and the GEMV's
+  // for the rest.
+  DotOrder gemv{k.vec_dot[ti], k.vec_dot_multi[ti][0], k.vec_dot_multi[ti][1]}, gemm = gemv;
+  bool any_gemm = false;
+  if (w.repack != GgmlRepack::none && k.vec_dot_repack[ti] != nullptr) {
+    gemv = gemm = {k.vec_dot_repack[ti], k.vec_dot_repack_multi[ti][0], k.vec_dot_repack_multi[ti][1]};
+    if (w.repack == GgmlRepack::mul_mat) {
+      gemm = {k.vec_dot_repack_gemm[ti], k.vec_dot_repack_gemm_multi[ti][0], k.vec_dot_repack_gemm_multi[ti][1]};
+      any_gemm = true;
     }
   }
   for (int64_t t = 0; t < n_tokens; ++t)
     quantize(x.data() + t * w.n_cols, scratch.data() + t * act_row, w.n_cols);
 
-  struct Task {
-    const WeightMatrix& w;
-    const std::byte* act;
-    size_t act_row;
-    int64_t n_tokens;
-    int64_t gemm_tokens;
-    float* y;
-    cpu::VecDotFn dot;
-    cpu::VecDotFn gemm_dot;
-  } task{w, scratch.data(), act_row, n_tokens, gemm_tokens, y.data(), dot, gemm_dot};
-  pool.parallel_for(w.n_rows, kRowGrain, [&task](int64_t begin, int64_t end) {
+  const int64_t whole[2] = {0, n_tokens};
+  const std::span<const int64_t> seq_runs = runs.empty() ? std::span<const int64_t>(whole) : runs;
+  pool.parallel_for(w.n_rows, kRowGrain, [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
-      const std::byte* row = task.w.data + size_t(r) * task.w.row_stride;
-      // One weight row against every token while it is hot in cache.
-      for (int64_t t = 0; t < task.n_tokens; ++t)
-        task.y[t * task.w.n_rows + r] =
-            (t < task.gemm_tokens ? task.gemm_dot : task.dot)(row, task.act + size_t(t) * task.act_row, task.w.n_cols);
+      const std::byte* row = w.data + size_t(r) * w.row_stride;
+      // One weight row against every token while it is hot in cache, several tokens per call.
+      for_each_order_segment(seq_runs, any_gemm, [&](int64_t s, int64_t e, bool is_gemm) {
+        const DotOrder& o = is_gemm ? gemm : gemv;
+        float out[4];
+        int64_t t = s;
+        auto store = [&](int count) {
+          for (int i = 0; i < count; ++i) y[size_t((t + i) * w.n_rows + r)] = out[i];
+          t += count;
+        };
+        while (o.x4 && e - t >= 4) {
+          o.x4(row, scratch.data() + size_t(t) * act_row, act_row, w.n_cols, out);
+          store(4);
+        }
+        if (o.x2 && e - t >= 2) {
+          o.x2(row, scratch.data() + size_t(t) * act_row, act_row, w.n_cols, out);
+          store(2);
+        }
+        for (; t < e; ++t) y[size_t(t * w.n_rows + r)] = o.one(row, scratch.data() + size_t(t) * act_row, w.n_cols);
+      });
     }
   });
 }

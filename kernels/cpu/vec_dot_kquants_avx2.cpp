@@ -35,83 +35,149 @@ inline int min_term(const uint8_t* mins, const int16_t* bsums) {
   return s;
 }
 
-}  // namespace
+// Activation row t of a multi-token call.
+inline const BlockQ8_K* q8k_row(const void* act, size_t act_stride, int t) {
+  return reinterpret_cast<const BlockQ8_K*>(static_cast<const std::byte*>(act) + size_t(t) * act_stride);
+}
+
+// Each kernel below is a template over NT, the activation rows dotted with one weight row per
+// call: the weights are unpacked once per 32 values for all NT rows, and every row's arithmetic
+// is exactly the one-row kernel's (same operations in the same order), so out[t] is
+// bit-identical to the NT = 1 instance on row t alone.
 
 // The min term is accumulated as ggml's AVX2 vec_dot does it: four float lanes, each the fma of
 // -dmin with the exact min products of two sub-blocks, reduced (0+2)+(1+3) after the last block.
-float vec_dot_q4_k(const void* w, const void* act, int64_t n) {
+template <int NT>
+void q4_k_dots(const void* w, const void* act, size_t act_stride, int64_t n, float* out) {
   const auto* x = static_cast<const BlockQ4_K*>(w);
-  const auto* y = static_cast<const BlockQ8_K*>(act);
+  const BlockQ8_K* y[NT];
+  for (int t = 0; t < NT; ++t) y[t] = q8k_row(act, act_stride, t);
   const __m256i low4 = _mm256_set1_epi8(0x0F);
-  __m256 acc = _mm256_setzero_ps();
-  __m128 acc_m = _mm_setzero_ps();
+  __m256 acc[NT];
+  __m128 acc_m[NT];
+  for (int t = 0; t < NT; ++t) {
+    acc[t] = _mm256_setzero_ps();
+    acc_m[t] = _mm_setzero_ps();
+  }
   for (int64_t i = 0; i < n / kQK_K; ++i) {
     uint8_t sm[16];
     unpack_scales_mins(x[i].scales, sm);
-    const float d = y[i].d * half_to_f32(x[i].d);
-    const float neg_dmin = -y[i].d * half_to_f32(x[i].dmin);
+    const float xd = half_to_f32(x[i].d), xdmin = half_to_f32(x[i].dmin);
     const __m128i mins = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sm + 8)));
-    const __m256i bsums = load32(y[i].bsums);
-    // Per sub-block sums of the activation (pairs of Q8_K's 16-value sums), then mins . sums pairwise.
-    const __m128i q8s = _mm_hadd_epi16(_mm256_castsi256_si128(bsums), _mm256_extracti128_si256(bsums, 1));
-    acc_m = _mm_fmadd_ps(_mm_set1_ps(neg_dmin), _mm_cvtepi32_ps(_mm_madd_epi16(mins, q8s)), acc_m);
+    float d[NT];
+    __m256i sumi[NT];
+    for (int t = 0; t < NT; ++t) {
+      d[t] = y[t][i].d * xd;
+      const float neg_dmin = -y[t][i].d * xdmin;
+      const __m256i bsums = load32(y[t][i].bsums);
+      // Per sub-block sums of the activation (pairs of Q8_K's 16-value sums), then mins . sums pairwise.
+      const __m128i q8s = _mm_hadd_epi16(_mm256_castsi256_si128(bsums), _mm256_extracti128_si256(bsums, 1));
+      acc_m[t] = _mm_fmadd_ps(_mm_set1_ps(neg_dmin), _mm_cvtepi32_ps(_mm_madd_epi16(mins, q8s)), acc_m[t]);
+      sumi[t] = _mm256_setzero_si256();
+    }
     const __m256i sc =
         duplicate_lanes(_mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sm))));
-    __m256i sumi = _mm256_setzero_si256();
     for (int j = 0; j < 4; ++j) {
       const __m256i q4 = load32(x[i].qs + 32 * j);
-      const __m256i lo = _mm256_maddubs_epi16(_mm256_and_si256(q4, low4), load32(y[i].qs + 64 * j));
-      const __m256i hi = _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(q4, 4), low4),
-                                              load32(y[i].qs + 64 * j + 32));
-      sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(lo, broadcast_scale(sc, 2 * j)));
-      sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(hi, broadcast_scale(sc, 2 * j + 1)));
+      const __m256i w_lo = _mm256_and_si256(q4, low4), w_hi = _mm256_and_si256(_mm256_srli_epi16(q4, 4), low4);
+      const __m256i s_lo = broadcast_scale(sc, 2 * j), s_hi = broadcast_scale(sc, 2 * j + 1);
+      for (int t = 0; t < NT; ++t) {
+        const __m256i lo = _mm256_maddubs_epi16(w_lo, load32(y[t][i].qs + 64 * j));
+        const __m256i hi = _mm256_maddubs_epi16(w_hi, load32(y[t][i].qs + 64 * j + 32));
+        sumi[t] = _mm256_add_epi32(sumi[t], _mm256_madd_epi16(lo, s_lo));
+        sumi[t] = _mm256_add_epi32(sumi[t], _mm256_madd_epi16(hi, s_hi));
+      }
     }
-    acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+    for (int t = 0; t < NT; ++t) acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(d[t]), _mm256_cvtepi32_ps(sumi[t]), acc[t]);
   }
-  acc_m = _mm_add_ps(acc_m, _mm_movehl_ps(acc_m, acc_m));
-  acc_m = _mm_add_ss(acc_m, _mm_movehdup_ps(acc_m));
-  return hsum(acc) + _mm_cvtss_f32(acc_m);
+  for (int t = 0; t < NT; ++t) {
+    __m128 m = _mm_add_ps(acc_m[t], _mm_movehl_ps(acc_m[t], acc_m[t]));
+    m = _mm_add_ss(m, _mm_movehdup_ps(m));
+    out[t] = hsum(acc[t]) + _mm_cvtss_f32(m);
+  }
 }
 
 // The orders of llama.cpp's repacked Q4_K GEMV (kPairsPerGroup 4: per super-block) and 4-row GEMM
 // (1: per pair of sub-blocks); see the scalar q4_k_repack_order. The integer part is
-// vec_dot_q4_k's, summed to one exact int per group.
-template <int kPairsPerGroup>
-float q4_k_repack_order(const void* w, const void* act, int64_t n) {
+// q4_k_dots', summed to one exact int per group.
+template <int kPairsPerGroup, int NT>
+void q4_k_repack_dots(const void* w, const void* act, size_t act_stride, int64_t n, float* out) {
   const auto* x = static_cast<const BlockQ4_K*>(w);
-  const auto* y = static_cast<const BlockQ8_K*>(act);
+  const BlockQ8_K* y[NT];
+  for (int t = 0; t < NT; ++t) y[t] = q8k_row(act, act_stride, t);
   const __m256i low4 = _mm256_set1_epi8(0x0F);
-  float acc = 0.0f, acc_min = 0.0f;
+  float acc[NT], acc_min[NT];
+  for (int t = 0; t < NT; ++t) acc[t] = acc_min[t] = 0.0f;
   for (int64_t i = 0; i < n / kQK_K; ++i) {
     uint8_t sm[16];
     unpack_scales_mins(x[i].scales, sm);
-    const float d = half_to_f32(x[i].d) * y[i].d;
-    const float dmin = half_to_f32(x[i].dmin) * y[i].d;
+    const float xd = half_to_f32(x[i].d), xdmin = half_to_f32(x[i].dmin);
+    float d[NT], dmin[NT];
+    for (int t = 0; t < NT; ++t) {
+      d[t] = xd * y[t][i].d;
+      dmin[t] = xdmin * y[t][i].d;
+    }
     const __m256i sc =
         duplicate_lanes(_mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sm))));
     for (int g = 0; g < 4; g += kPairsPerGroup) {
-      __m256i sumi = _mm256_setzero_si256();
-      int summs = 0;
+      __m256i sumi[NT];
+      int summs[NT];
+      for (int t = 0; t < NT; ++t) {
+        sumi[t] = _mm256_setzero_si256();
+        summs[t] = 0;
+      }
       for (int j = g; j < g + kPairsPerGroup; ++j) {
         const __m256i q4 = load32(x[i].qs + 32 * j);
-        const __m256i lo = _mm256_maddubs_epi16(_mm256_and_si256(q4, low4), load32(y[i].qs + 64 * j));
-        const __m256i hi = _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(q4, 4), low4),
-                                                load32(y[i].qs + 64 * j + 32));
-        sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(lo, broadcast_scale(sc, 2 * j)));
-        sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(hi, broadcast_scale(sc, 2 * j + 1)));
-        summs += sm[8 + 2 * j] * (y[i].bsums[4 * j] + y[i].bsums[4 * j + 1]) +
-                 sm[9 + 2 * j] * (y[i].bsums[4 * j + 2] + y[i].bsums[4 * j + 3]);
+        const __m256i w_lo = _mm256_and_si256(q4, low4), w_hi = _mm256_and_si256(_mm256_srli_epi16(q4, 4), low4);
+        const __m256i s_lo = broadcast_scale(sc, 2 * j), s_hi = broadcast_scale(sc, 2 * j + 1);
+        for (int t = 0; t < NT; ++t) {
+          const __m256i lo = _mm256_maddubs_epi16(w_lo, load32(y[t][i].qs + 64 * j));
+          const __m256i hi = _mm256_maddubs_epi16(w_hi, load32(y[t][i].qs + 64 * j + 32));
+          sumi[t] = _mm256_add_epi32(sumi[t], _mm256_madd_epi16(lo, s_lo));
+          sumi[t] = _mm256_add_epi32(sumi[t], _mm256_madd_epi16(hi, s_hi));
+          const int16_t* bs = y[t][i].bsums;
+          summs[t] += sm[8 + 2 * j] * (bs[4 * j] + bs[4 * j + 1]) + sm[9 + 2 * j] * (bs[4 * j + 2] + bs[4 * j + 3]);
+        }
       }
-      acc = std::fma(float(hsum_i32(sumi)), d, acc);
-      acc_min = std::fma(float(summs), dmin, acc_min);
+      for (int t = 0; t < NT; ++t) {
+        acc[t] = std::fma(float(hsum_i32(sumi[t])), d[t], acc[t]);
+        acc_min[t] = std::fma(float(summs[t]), dmin[t], acc_min[t]);
+      }
     }
   }
-  return acc - acc_min;
+  for (int t = 0; t < NT; ++t) out[t] = acc[t] - acc_min[t];
 }
 
-float vec_dot_q4_k_repack(const void* w, const void* act, int64_t n) { return q4_k_repack_order<4>(w, act, n); }
+// One activation row through the NT-row kernel.
+template <void (*kDots)(const void*, const void*, size_t, int64_t, float*)>
+float one_row(const void* w, const void* act, int64_t n) {
+  float r;
+  kDots(w, act, 0, n, &r);
+  return r;
+}
+
+}  // namespace
+
+float vec_dot_q4_k(const void* w, const void* act, int64_t n) { return one_row<q4_k_dots<1>>(w, act, n); }
+float vec_dot_q4_k_repack(const void* w, const void* act, int64_t n) {
+  return one_row<q4_k_repack_dots<4, 1>>(w, act, n);
+}
 float vec_dot_q4_k_repack_gemm(const void* w, const void* act, int64_t n) {
-  return q4_k_repack_order<1>(w, act, n);
+  return one_row<q4_k_repack_dots<1, 1>>(w, act, n);
+}
+void vec_dot_q4_k_x2(const void* w, const void* act, size_t stride, int64_t n, float* out) { q4_k_dots<2>(w, act, stride, n, out); }
+void vec_dot_q4_k_x4(const void* w, const void* act, size_t stride, int64_t n, float* out) { q4_k_dots<4>(w, act, stride, n, out); }
+void vec_dot_q4_k_repack_x2(const void* w, const void* act, size_t stride, int64_t n, float* out) {
+  q4_k_repack_dots<4, 2>(w, act, stride, n, out);
+}
+void vec_dot_q4_k_repack_x4(const void* w, const void* act, size_t stride, int64_t n, float* out) {
+  q4_k_repack_dots<4, 4>(w, act, stride, n, out);
+}
+void vec_dot_q4_k_repack_gemm_x2(const void* w, const void* act, size_t stride, int64_t n, float* out) {
+  q4_k_repack_dots<1, 2>(w, act, stride, n, out);
+}
+void vec_dot_q4_k_repack_gemm_x4(const void* w, const void* act, size_t stride, int64_t n, float* out) {
+  q4_k_repack_dots<1, 4>(w, act, stride, n, out);
 }
 
 float vec_dot_q5_k(const void* w, const void* act, int64_t n) {
@@ -149,28 +215,28 @@ float vec_dot_q5_k(const void* w, const void* act, int64_t n) {
   return hsum(acc) - mins_sum;
 }
 
-// As ggml's AVX2 vec_dot sums: the products of the unsigned 6-bit values go into the 8 int32
-// lanes, and the -32 offset is taken off afterwards from Q8_K's 16-value sums, lane k losing
-// 32 * (bsums[2k] * scale[2k] + bsums[2k+1] * scale[2k+1]). The integer total is the same either
-// way, but which lane holds what decides the float rounding.
-float vec_dot_q6_k(const void* w, const void* act, int64_t n) {
+namespace {
+
+template <int NT>
+void q6_k_dots(const void* w, const void* act, size_t act_stride, int64_t n, float* out) {
   const auto* x = static_cast<const BlockQ6_K*>(w);
-  const auto* y = static_cast<const BlockQ8_K*>(act);
+  const BlockQ8_K* y[NT];
+  for (int t = 0; t < NT; ++t) y[t] = q8k_row(act, act_stride, t);
   const __m256i low4 = _mm256_set1_epi8(0x0F);
   const __m256i m3 = _mm256_set1_epi8(0x03);
-  __m256 acc = _mm256_setzero_ps();
+  __m256 acc[NT];
+  for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
   for (int64_t i = 0; i < n / kQK_K; ++i) {
-    const float d = y[i].d * half_to_f32(x[i].d);
+    const float xd = half_to_f32(x[i].d);
     const __m256i all_scales =
         _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x[i].scales)));
-    const __m256i offset = _mm256_slli_epi32(_mm256_madd_epi16(load32(y[i].bsums), all_scales), 5);
-    __m256i sumi = _mm256_setzero_si256();
+    __m256i sumi[NT];
+    for (int t = 0; t < NT; ++t) sumi[t] = _mm256_setzero_si256();
     for (int half = 0; half < 2; ++half) {
       const uint8_t* ql = x[i].ql + 64 * half;
       const __m256i qh = load32(x[i].qh + 32 * half);
       const __m256i sc = duplicate_lanes(
           _mm_cvtepi8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(x[i].scales + 8 * half))));
-      const int8_t* q8 = y[i].qs + 128 * half;
       const __m256i ql0 = load32(ql), ql1 = load32(ql + 32);
       // Values 0..63 of the four 32-value groups of this half.
       __m256i v[4];
@@ -182,14 +248,31 @@ float vec_dot_q6_k(const void* w, const void* act, int64_t n) {
       v[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), low4),
                              _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), m3), 4));
       for (int g = 0; g < 4; ++g) {
-        const __m256i p = _mm256_maddubs_epi16(v[g], load32(q8 + 32 * g));  // <= 2*63*128: no saturation
-        sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, pair_scales(sc, g)));
+        const __m256i ps = pair_scales(sc, g);
+        for (int t = 0; t < NT; ++t) {
+          const __m256i p = _mm256_maddubs_epi16(v[g], load32(y[t][i].qs + 128 * half + 32 * g));  // <= 2*63*128
+          sumi[t] = _mm256_add_epi32(sumi[t], _mm256_madd_epi16(p, ps));
+        }
       }
     }
-    acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(_mm256_sub_epi32(sumi, offset)), acc);
+    for (int t = 0; t < NT; ++t) {
+      const __m256i offset = _mm256_slli_epi32(_mm256_madd_epi16(load32(y[t][i].bsums), all_scales), 5);
+      acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(y[t][i].d * xd), _mm256_cvtepi32_ps(_mm256_sub_epi32(sumi[t], offset)),
+                               acc[t]);
+    }
   }
-  return hsum(acc);
+  for (int t = 0; t < NT; ++t) out[t] = hsum(acc[t]);
 }
+
+}  // namespace
+
+// As ggml's AVX2 vec_dot sums: the products of the unsigned 6-bit values go into the 8 int32
+// lanes, and the -32 offset is taken off afterwards from Q8_K's 16-value sums, lane k losing
+// 32 * (bsums[2k] * scale[2k] + bsums[2k+1] * scale[2k+1]). The integer total is the same either
+// way, but which lane holds what decides the float rounding.
+float vec_dot_q6_k(const void* w, const void* act, int64_t n) { return one_row<q6_k_dots<1>>(w, act, n); }
+void vec_dot_q6_k_x2(const void* w, const void* act, size_t stride, int64_t n, float* out) { q6_k_dots<2>(w, act, stride, n, out); }
+void vec_dot_q6_k_x4(const void* w, const void* act, size_t stride, int64_t n, float* out) { q6_k_dots<4>(w, act, stride, n, out); }
 
 float vec_dot_q2_k(const void* w, const void* act, int64_t n) {
   const auto* x = static_cast<const BlockQ2_K*>(w);

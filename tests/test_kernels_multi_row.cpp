@@ -1,0 +1,125 @@
+// Multi-row dot kernels (one weight row against 2 or 4 activation rows, unpacking the weights
+// once) give each row exactly the single-row kernel's result, in every summation order; and
+// matmul with sequence runs gives each sequence the results it gets alone.
+#include <doctest/doctest.h>
+
+#include <vector>
+
+#include "common/error.h"
+#include "kernels/cpu/dispatch.h"
+#include "kernels/matvec.h"
+#include "kernels/quant.h"
+#include "kernels/thread_pool.h"
+#include "tests/kernels_reference.h"
+
+using sluice::GgmlType;
+using sluice::kernels::GgmlRepack;
+using sluice::kernels::ThreadPool;
+using sluice::kernels::WeightMatrix;
+using namespace sluice::test;
+
+namespace {
+
+std::vector<std::byte> quantized_rows(GgmlType type, int64_t n_rows, int64_t n_cols, uint32_t seed, float scale) {
+  const size_t row_bytes = sluice::ggml_row_bytes(type, uint64_t(n_cols));
+  std::vector<std::byte> bytes(row_bytes * size_t(n_rows));
+  for (int64_t r = 0; r < n_rows; ++r) {
+    const auto row = random_row(n_cols, seed + uint32_t(r), scale);
+    sluice::kernels::quantize_row(type, row.data(), bytes.data() + size_t(r) * row_bytes, n_cols);
+  }
+  return bytes;
+}
+
+std::vector<float> run_matmul(const WeightMatrix& w, const std::vector<float>& x, int64_t n, ThreadPool& pool,
+                              std::span<const int64_t> runs = {}) {
+  std::vector<float> y(size_t(n * w.n_rows));
+  std::vector<std::byte> scratch(sluice::kernels::matmul_scratch_bytes(w.type, w.n_cols, n));
+  sluice::kernels::matmul(w, x, n, y, scratch, pool, runs);
+  return y;
+}
+
+}  // namespace
+
+TEST_CASE("multi-row dot kernels equal the single-row kernel on every row, bit for bit") {
+  const auto& k = sluice::kernels::cpu::best_kernels();
+  constexpr int64_t n = 1024;
+  int checked = 0;
+  for (GgmlType type : {GgmlType::Q4_K, GgmlType::Q6_K}) {
+    const size_t ti = size_t(type);
+    struct Order {
+      const char* name;
+      sluice::kernels::cpu::VecDotFn one;
+      const sluice::kernels::cpu::VecDotMultiFn* multi;
+    };
+    const Order orders[] = {{"vec_dot", k.vec_dot[ti], k.vec_dot_multi[ti]},
+                            {"repack GEMV", k.vec_dot_repack[ti], k.vec_dot_repack_multi[ti]},
+                            {"repack GEMM", k.vec_dot_repack_gemm[ti], k.vec_dot_repack_gemm_multi[ti]}};
+    const auto w = quantized_rows(type, 3, n, 7 + uint32_t(ti), 0.05f);
+    const size_t w_row = sluice::ggml_row_bytes(type, n), act_row = sluice::ggml_row_bytes(GgmlType::Q8_K, n);
+    std::vector<std::byte> act(act_row * 4);
+    for (int t = 0; t < 4; ++t) {
+      const auto xr = random_row(n, 100 + uint32_t(t), t == 3 ? 40.0f : 1.0f);  // one row of large values
+      sluice::kernels::quantize_row(GgmlType::Q8_K, xr.data(), act.data() + size_t(t) * act_row, n);
+    }
+    for (const Order& o : orders) {
+      for (int m = 0; m < 2; ++m) {
+        if (o.one == nullptr || o.multi[m] == nullptr) continue;
+        const int rows = m == 0 ? 2 : 4;
+        for (int r = 0; r < 3; ++r) {
+          const std::byte* wr = w.data() + size_t(r) * w_row;
+          float out[4] = {};
+          o.multi[m](wr, act.data(), act_row, n, out);
+          for (int t = 0; t < rows; ++t) {
+            INFO(sluice::ggml_traits(type).name << " " << o.name << " x" << rows << " weight row " << r << " token " << t);
+            CHECK(out[t] == o.one(wr, act.data() + size_t(t) * act_row, n));
+          }
+          // A stride other than the row size: rows 1 and 3 only.
+          if (rows == 2) {
+            o.multi[m](wr, act.data() + act_row, 2 * act_row, n, out);
+            CHECK(out[0] == o.one(wr, act.data() + act_row, n));
+            CHECK(out[1] == o.one(wr, act.data() + 3 * act_row, n));
+          }
+        }
+        ++checked;
+      }
+    }
+  }
+  if (checked == 0) MESSAGE("this CPU's kernel table (" << k.isa << ") has no multi-row kernels: nothing to compare");
+  else CHECK(checked == 8);  // Q4_K in three orders and Q6_K in one, x2 and x4 each
+}
+
+TEST_CASE("matmul with sequence runs gives each sequence the results it gets alone") {
+  ThreadPool pool(2);
+  constexpr int64_t n_cols = 512, n_rows = 40;
+  auto bytes = quantized_rows(GgmlType::Q4_K, n_rows, n_cols, 3, 0.05f);
+  WeightMatrix w{GgmlType::Q4_K, bytes.data(), n_cols, n_rows, sluice::ggml_row_bytes(GgmlType::Q4_K, n_cols)};
+  // Runs of 1, 5, 1, 4 and 2 tokens: GEMM order for the leading 4 of the 5- and 4-token runs.
+  const std::vector<int64_t> runs = {0, 1, 6, 7, 11, 13};
+  const int64_t n = runs.back();
+  const auto x = random_row(n_cols * n, 9);
+  for (GgmlRepack kind : {GgmlRepack::none, GgmlRepack::mul_mat, GgmlRepack::mul_mat_id}) {
+    w.repack = kind;
+    const auto batched = run_matmul(w, x, n, pool, runs);
+    int differs_from_one_run = 0;
+    const auto one_run = run_matmul(w, x, n, pool);
+    for (size_t r = 0; r + 1 < runs.size(); ++r) {
+      const int64_t a = runs[r], len = runs[r + 1] - a;
+      const std::vector<float> xs(x.begin() + a * n_cols, x.begin() + (a + len) * n_cols);
+      const auto alone = run_matmul(w, xs, len, pool);
+      for (int64_t i = 0; i < len * n_rows; ++i) {
+        INFO("repack " << int(kind) << " run " << r << " output " << i);
+        REQUIRE(batched[size_t(a * n_rows + i)] == alone[size_t(i)]);
+        differs_from_one_run += batched[size_t(a * n_rows + i)] != one_run[size_t(a * n_rows + i)];
+      }
+    }
+    // Only the GEMM/GEMV split of a repacked mul_mat depends on the runs.
+    if (kind == GgmlRepack::mul_mat) CHECK(differs_from_one_run > 0);
+    else CHECK(differs_from_one_run == 0);
+  }
+  std::vector<float> y(size_t(n * n_rows));
+  std::vector<std::byte> scratch(sluice::kernels::matmul_scratch_bytes(GgmlType::Q4_K, n_cols, n));
+  const std::vector<int64_t> bad = {0, 5, 3, 13};
+  CHECK_THROWS_AS(sluice::kernels::matmul(w, x, n, y, scratch, pool, bad), sluice::Error);
+  const std::vector<int64_t> short_runs = {0, 12};
+  CHECK_THROWS_AS(sluice::kernels::matmul(w, x, n, y, scratch, pool, short_runs), sluice::Error);
+}
