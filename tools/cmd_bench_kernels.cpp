@@ -103,6 +103,8 @@ BenchMatrix make_matrix(GgmlType type, int64_t n_cols, size_t target_bytes) {
     std::memcpy(m.bytes.data() + size_t(r) * row_bytes, m.bytes.data() + size_t(r % kDistinct) * row_bytes,
                 row_bytes);
   m.w = kernels::WeightMatrix{type, m.bytes.data(), n_cols, n_rows, row_bytes};
+  // Summed as decode sums an expert of this type (llama.cpp's repacked GEMV order where it repacks).
+  if (kernels::ggml_repacks(type, n_rows)) m.w.repack = kernels::GgmlRepack::mul_mat_id;
   return m;
 }
 
@@ -142,7 +144,9 @@ int cmd_bench_kernels(int argc, char** argv) {
       "gpu-mb", "with --gpu: weight matrix size per type, MiB (keep it far above the GPU's L2)",
       cxxopts::value<size_t>()->default_value("256"))(
       "iters", "with --gpu: timed calls per type after the warm-up", cxxopts::value<int>()->default_value("20"))(
-      "h,help", "show this help");
+      "tokens", "also time one matmul of this many tokens and print its speed-up over as many matvecs "
+                "(CPU time; >1 where the kernel unpacks each weight block once for several tokens)",
+      cxxopts::value<int64_t>()->default_value("1"))("h,help", "show this help");
   const auto args = options.parse(argc, argv);
   if (args.count("help")) {
     std::printf("%s\n", options.help().c_str());
@@ -152,6 +156,8 @@ int cmd_bench_kernels(int argc, char** argv) {
   const int64_t n_cols = args["cols"].as<int64_t>();
   const size_t target = args["mb"].as<size_t>() << 20;
   const double seconds = args["seconds"].as<double>();
+  const int64_t n_tokens = args["tokens"].as<int64_t>();
+  if (n_tokens < 1 || n_tokens > 4096) throw Error(ErrorCode::invalid_argument, "--tokens must be 1..4096");
   if (threads == 0) throw Error(ErrorCode::invalid_argument, "--threads must be at least 1");
   if (n_cols <= 0 || n_cols % 256 != 0)
     throw Error(ErrorCode::invalid_argument,
@@ -180,8 +186,10 @@ int cmd_bench_kernels(int argc, char** argv) {
     kernels::ThreadPool pool(n_threads);
     const double mem_gbps = stream_read_gbps(stream_buf, pool, seconds);
     std::printf("\nthreads %u: streaming read %.2f GB/s\n", n_threads, mem_gbps);
-    std::printf("%-8s %10s %10s %10s %10s %10s %8s %12s\n", "type", "rows", "MiB", "ms/matvec", "GB/s",
+    std::printf("%-8s %10s %10s %10s %10s %10s %8s %12s", "type", "rows", "MiB", "ms/matvec", "GB/s",
                 "GFLOP/s", "ratio", "GB/cpu-s");
+    if (n_tokens > 1) std::printf(" %10s", ("x" + std::to_string(n_tokens) + " gain").c_str());
+    std::printf("\n");
     for (GgmlType type : types) {
       const BenchMatrix m = make_matrix(type, n_cols, target);
       std::vector<float> x(size_t(n_cols), 0.5f), y(size_t(m.w.n_rows));
@@ -191,9 +199,18 @@ int cmd_bench_kernels(int argc, char** argv) {
       const double gflops = 2.0 * double(m.w.n_rows) * double(n_cols) / t.wall / 1e9;
       // Bytes per CPU-second: on a shared machine this shows the kernel's own speed.
       const double cpu_gbps = t.cpu > 0 ? double(m.bytes.size()) / t.cpu / 1e9 : 0.0;
-      std::printf("%-8s %10lld %10.1f %10.3f %10.2f %10.2f %8.2f %12.2f\n",
+      std::printf("%-8s %10lld %10.1f %10.3f %10.2f %10.2f %8.2f %12.2f",
                   std::string(ggml_type_name(type)).c_str(), static_cast<long long>(m.w.n_rows),
                   double(m.bytes.size()) / (1 << 20), t.wall * 1e3, gbps, gflops, gbps / mem_gbps, cpu_gbps);
+      if (n_tokens > 1) {
+        // CPU time of n matvecs over that of one n-token matmul: noise from other tenants cancels.
+        std::vector<float> xs(size_t(n_cols * n_tokens), 0.5f), ys(size_t(m.w.n_rows * n_tokens));
+        std::vector<std::byte> batch_scratch(kernels::matmul_scratch_bytes(type, n_cols, n_tokens));
+        const CallTime tb =
+            time_per_call(seconds, [&] { kernels::matmul(m.w, xs, n_tokens, ys, batch_scratch, pool); });
+        std::printf(" %10.2f", tb.cpu > 0 ? double(n_tokens) * t.cpu / tb.cpu : 0.0);
+      }
+      std::printf("\n");
       std::fflush(stdout);
     }
   }

@@ -112,20 +112,23 @@ void q4_k_repack_dots(const void* w, const void* act, size_t act_stride, int64_t
     uint8_t sm[16];
     unpack_scales_mins(x[i].scales, sm);
     const float xd = half_to_f32(x[i].d), xdmin = half_to_f32(x[i].dmin);
+    const __m128i mins = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sm + 8)));
     float d[NT], dmin[NT];
+    // summs[t][j]: the exact min products of sub-block pair j, mins[2j] * (sum of the activation
+    // over sub-block 2j) + mins[2j+1] * (... 2j+1), from Q8_K's 16-value sums.
+    alignas(16) int32_t summs[NT][4];
     for (int t = 0; t < NT; ++t) {
       d[t] = xd * y[t][i].d;
       dmin[t] = xdmin * y[t][i].d;
+      const __m256i bsums = load32(y[t][i].bsums);
+      const __m128i q8s = _mm_hadd_epi16(_mm256_castsi256_si128(bsums), _mm256_extracti128_si256(bsums, 1));
+      _mm_store_si128(reinterpret_cast<__m128i*>(summs[t]), _mm_madd_epi16(mins, q8s));
     }
     const __m256i sc =
         duplicate_lanes(_mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sm))));
     for (int g = 0; g < 4; g += kPairsPerGroup) {
       __m256i sumi[NT];
-      int summs[NT];
-      for (int t = 0; t < NT; ++t) {
-        sumi[t] = _mm256_setzero_si256();
-        summs[t] = 0;
-      }
+      for (int t = 0; t < NT; ++t) sumi[t] = _mm256_setzero_si256();
       for (int j = g; j < g + kPairsPerGroup; ++j) {
         const __m256i q4 = load32(x[i].qs + 32 * j);
         const __m256i w_lo = _mm256_and_si256(q4, low4), w_hi = _mm256_and_si256(_mm256_srli_epi16(q4, 4), low4);
@@ -135,13 +138,13 @@ void q4_k_repack_dots(const void* w, const void* act, size_t act_stride, int64_t
           const __m256i hi = _mm256_maddubs_epi16(w_hi, load32(y[t][i].qs + 64 * j + 32));
           sumi[t] = _mm256_add_epi32(sumi[t], _mm256_madd_epi16(lo, s_lo));
           sumi[t] = _mm256_add_epi32(sumi[t], _mm256_madd_epi16(hi, s_hi));
-          const int16_t* bs = y[t][i].bsums;
-          summs[t] += sm[8 + 2 * j] * (bs[4 * j] + bs[4 * j + 1]) + sm[9 + 2 * j] * (bs[4 * j + 2] + bs[4 * j + 3]);
         }
       }
       for (int t = 0; t < NT; ++t) {
+        int group_mins = 0;
+        for (int j = g; j < g + kPairsPerGroup; ++j) group_mins += summs[t][j];
         acc[t] = std::fma(float(hsum_i32(sumi[t])), d[t], acc[t]);
-        acc_min[t] = std::fma(float(summs[t]), dmin[t], acc_min[t]);
+        acc_min[t] = std::fma(float(group_mins), dmin[t], acc_min[t]);
       }
     }
   }
