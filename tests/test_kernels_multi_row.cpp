@@ -44,7 +44,7 @@ TEST_CASE("multi-row dot kernels equal the single-row kernel on every row, bit f
   const auto& k = sluice::kernels::cpu::best_kernels();
   constexpr int64_t n = 1024;
   int checked = 0;
-  for (GgmlType type : {GgmlType::Q4_K, GgmlType::Q6_K}) {
+  for (GgmlType type : {GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q6_K}) {
     const size_t ti = size_t(type);
     struct Order {
       const char* name;
@@ -85,7 +85,7 @@ TEST_CASE("multi-row dot kernels equal the single-row kernel on every row, bit f
     }
   }
   if (checked == 0) MESSAGE("this CPU's kernel table (" << k.isa << ") has no multi-row kernels: nothing to compare");
-  else CHECK(checked == 8);  // Q4_K in three orders and Q6_K in one, x2 and x4 each
+  else CHECK(checked == 12);  // Q4_K in three orders, Q2_K, Q3_K and Q6_K in one; x2 and x4 each
 }
 
 TEST_CASE("matmul with sequence runs gives each sequence the results it gets alone") {

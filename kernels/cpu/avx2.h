@@ -39,6 +39,10 @@ void vec_dot_q4_k_repack_x2(const void* w, const void* act, size_t act_stride, i
 void vec_dot_q4_k_repack_x4(const void* w, const void* act, size_t act_stride, int64_t n, float* out);
 void vec_dot_q4_k_repack_gemm_x2(const void* w, const void* act, size_t act_stride, int64_t n, float* out);
 void vec_dot_q4_k_repack_gemm_x4(const void* w, const void* act, size_t act_stride, int64_t n, float* out);
+void vec_dot_q2_k_x2(const void* w, const void* act, size_t act_stride, int64_t n, float* out);
+void vec_dot_q2_k_x4(const void* w, const void* act, size_t act_stride, int64_t n, float* out);
+void vec_dot_q3_k_x2(const void* w, const void* act, size_t act_stride, int64_t n, float* out);
+void vec_dot_q3_k_x4(const void* w, const void* act, size_t act_stride, int64_t n, float* out);
 void vec_dot_q6_k_x2(const void* w, const void* act, size_t act_stride, int64_t n, float* out);
 void vec_dot_q6_k_x4(const void* w, const void* act, size_t act_stride, int64_t n, float* out);
 

@@ -36,6 +36,8 @@ void add_avx2_kernels(KernelTable& t) {
     slot[size_t(type)][1] = x4;
   };
   multi(t.vec_dot_multi, GgmlType::Q4_K, avx2::vec_dot_q4_k_x2, avx2::vec_dot_q4_k_x4);
+  multi(t.vec_dot_multi, GgmlType::Q2_K, avx2::vec_dot_q2_k_x2, avx2::vec_dot_q2_k_x4);
+  multi(t.vec_dot_multi, GgmlType::Q3_K, avx2::vec_dot_q3_k_x2, avx2::vec_dot_q3_k_x4);
   multi(t.vec_dot_multi, GgmlType::Q6_K, avx2::vec_dot_q6_k_x2, avx2::vec_dot_q6_k_x4);
   multi(t.vec_dot_repack_multi, GgmlType::Q4_K, avx2::vec_dot_q4_k_repack_x2, avx2::vec_dot_q4_k_repack_x4);
   multi(t.vec_dot_repack_gemm_multi, GgmlType::Q4_K, avx2::vec_dot_q4_k_repack_gemm_x2,

@@ -277,52 +277,70 @@ float vec_dot_q6_k(const void* w, const void* act, int64_t n) { return one_row<q
 void vec_dot_q6_k_x2(const void* w, const void* act, size_t stride, int64_t n, float* out) { q6_k_dots<2>(w, act, stride, n, out); }
 void vec_dot_q6_k_x4(const void* w, const void* act, size_t stride, int64_t n, float* out) { q6_k_dots<4>(w, act, stride, n, out); }
 
-float vec_dot_q2_k(const void* w, const void* act, int64_t n) {
+namespace {
+
+template <int NT>
+void q2_k_dots(const void* w, const void* act, size_t act_stride, int64_t n, float* out) {
   const auto* x = static_cast<const BlockQ2_K*>(w);
-  const auto* y = static_cast<const BlockQ8_K*>(act);
+  const BlockQ8_K* y[NT];
+  for (int t = 0; t < NT; ++t) y[t] = q8k_row(act, act_stride, t);
   const __m256i m3 = _mm256_set1_epi8(0x03);
-  __m256 acc = _mm256_setzero_ps();
-  float mins_sum = 0.0f;
+  __m256 acc[NT];
+  float mins_sum[NT];
+  for (int t = 0; t < NT; ++t) {
+    acc[t] = _mm256_setzero_ps();
+    mins_sum[t] = 0.0f;
+  }
   for (int64_t i = 0; i < n / kQK_K; ++i) {
-    const float dall = y[i].d * half_to_f32(x[i].d);
-    const float dmin = y[i].d * half_to_f32(x[i].dmin);
+    const float xd = half_to_f32(x[i].d), xdmin = half_to_f32(x[i].dmin);
     // Min term: 16 4-bit mins times Q8_K's per-16 sums.
     const __m128i sc_bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x[i].scales));
     const __m256i mins =
         _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sc_bytes, 4), _mm_set1_epi8(0x0F)));
-    const __m256i bsums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[i].bsums));
-    mins_sum += dmin * float(hsum_i32(_mm256_madd_epi16(mins, bsums)));
+    __m256i sumi[NT];
+    for (int t = 0; t < NT; ++t) {
+      const __m256i bsums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[t][i].bsums));
+      mins_sum[t] += y[t][i].d * xdmin * float(hsum_i32(_mm256_madd_epi16(mins, bsums)));
+      sumi[t] = _mm256_setzero_si256();
+    }
     const __m256i all_scales = _mm256_cvtepu8_epi16(_mm_and_si128(sc_bytes, _mm_set1_epi8(0x0F)));
-    __m256i sumi = _mm256_setzero_si256();
     for (int half = 0; half < 2; ++half) {
       const __m256i q2 = load32(x[i].qs + 32 * half);
       const __m256i sc = duplicate_lanes(half == 0 ? _mm256_castsi256_si128(all_scales)
                                                    : _mm256_extracti128_si256(all_scales, 1));
       for (int s = 0; s < 4; ++s) {
         const __m256i v = _mm256_and_si256(_mm256_srl_epi16(q2, _mm_cvtsi32_si128(2 * s)), m3);
-        const __m256i p = _mm256_maddubs_epi16(v, load32(y[i].qs + 128 * half + 32 * s));
-        sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, pair_scales(sc, s)));
+        const __m256i ps = pair_scales(sc, s);
+        for (int t = 0; t < NT; ++t) {
+          const __m256i p = _mm256_maddubs_epi16(v, load32(y[t][i].qs + 128 * half + 32 * s));
+          sumi[t] = _mm256_add_epi32(sumi[t], _mm256_madd_epi16(p, ps));
+        }
       }
     }
-    acc = _mm256_fmadd_ps(_mm256_set1_ps(dall), _mm256_cvtepi32_ps(sumi), acc);
+    for (int t = 0; t < NT; ++t)
+      acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(y[t][i].d * xd), _mm256_cvtepi32_ps(sumi[t]), acc[t]);
   }
-  return hsum(acc) - mins_sum;
+  for (int t = 0; t < NT; ++t) out[t] = hsum(acc[t]) - mins_sum[t];
 }
 
-float vec_dot_q3_k(const void* w, const void* act, int64_t n) {
+template <int NT>
+void q3_k_dots(const void* w, const void* act, size_t act_stride, int64_t n, float* out) {
   const auto* x = static_cast<const BlockQ3_K*>(w);
-  const auto* y = static_cast<const BlockQ8_K*>(act);
+  const BlockQ8_K* y[NT];
+  for (int t = 0; t < NT; ++t) y[t] = q8k_row(act, act_stride, t);
   const __m256i m3 = _mm256_set1_epi8(0x03);
   const __m256i one = _mm256_set1_epi8(1);
-  __m256 acc = _mm256_setzero_ps();
+  __m256 acc[NT];
+  for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
   for (int64_t i = 0; i < n / kQK_K; ++i) {
     int8_t scales[16];
     unpack_q3_k_scales(x[i].scales, scales);
-    const float d = half_to_f32(x[i].d) * y[i].d;
+    const float xd = half_to_f32(x[i].d);
     const __m256i hbits = load32(x[i].hmask);
     const __m256i all_scales =
         _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(scales)));
-    __m256i sumi = _mm256_setzero_si256();
+    __m256i sumi[NT];
+    for (int t = 0; t < NT; ++t) sumi[t] = _mm256_setzero_si256();
     for (int half = 0; half < 2; ++half) {
       const __m256i q3 = load32(x[i].qs + 32 * half);
       const __m256i sc = duplicate_lanes(half == 0 ? _mm256_castsi256_si128(all_scales)
@@ -333,14 +351,27 @@ float vec_dot_q3_k(const void* w, const void* act, int64_t n) {
         // 4 where the high bit is clear (value = low - 4), 0 where it is set.
         const __m256i hset = _mm256_and_si256(_mm256_srl_epi16(hbits, _mm_cvtsi32_si128(group)), one);
         const __m256i sub4 = _mm256_slli_epi16(_mm256_xor_si256(hset, one), 2);
-        const __m256i a = load32(y[i].qs + 32 * group);
-        const __m256i p = _mm256_sub_epi16(_mm256_maddubs_epi16(low, a), _mm256_maddubs_epi16(sub4, a));
-        sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, pair_scales(sc, s)));
+        const __m256i ps = pair_scales(sc, s);
+        for (int t = 0; t < NT; ++t) {
+          const __m256i a = load32(y[t][i].qs + 32 * group);
+          const __m256i p = _mm256_sub_epi16(_mm256_maddubs_epi16(low, a), _mm256_maddubs_epi16(sub4, a));
+          sumi[t] = _mm256_add_epi32(sumi[t], _mm256_madd_epi16(p, ps));
+        }
       }
     }
-    acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+    for (int t = 0; t < NT; ++t)
+      acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(xd * y[t][i].d), _mm256_cvtepi32_ps(sumi[t]), acc[t]);
   }
-  return hsum(acc);
+  for (int t = 0; t < NT; ++t) out[t] = hsum(acc[t]);
 }
+
+}  // namespace
+
+float vec_dot_q2_k(const void* w, const void* act, int64_t n) { return one_row<q2_k_dots<1>>(w, act, n); }
+void vec_dot_q2_k_x2(const void* w, const void* act, size_t stride, int64_t n, float* out) { q2_k_dots<2>(w, act, stride, n, out); }
+void vec_dot_q2_k_x4(const void* w, const void* act, size_t stride, int64_t n, float* out) { q2_k_dots<4>(w, act, stride, n, out); }
+float vec_dot_q3_k(const void* w, const void* act, int64_t n) { return one_row<q3_k_dots<1>>(w, act, n); }
+void vec_dot_q3_k_x2(const void* w, const void* act, size_t stride, int64_t n, float* out) { q3_k_dots<2>(w, act, stride, n, out); }
+void vec_dot_q3_k_x4(const void* w, const void* act, size_t stride, int64_t n, float* out) { q3_k_dots<4>(w, act, stride, n, out); }
 
 }  // namespace sluice::kernels::cpu::avx2
