@@ -6,12 +6,12 @@ namespace sluice::cache {
 
 const std::vector<std::string>& policy_names() {
   static const std::vector<std::string> kNames = {"lru",     "lfu",     "lru-quota", "freq",
-                                                  "hot-pin", "predict", "belady"};
+                                                  "hot-pin", "predict", "belady", "lookahead"};
   return kNames;
 }
 
 bool policy_needs_profile(std::string_view name) { return name == "hot-pin" || name == "predict"; }
-bool policy_is_clairvoyant(std::string_view name) { return name == "belady"; }
+bool policy_is_clairvoyant(std::string_view name) { return name == "belady" || name == "lookahead"; }
 
 std::unique_ptr<EvictionPolicy> make_policy(std::string_view name, const PolicyOptions& options) {
   if (name == "lru") return make_lru_policy();
@@ -33,6 +33,14 @@ std::unique_ptr<EvictionPolicy> make_policy(std::string_view name, const PolicyO
                   "(simulator only)");
     }
     return make_belady_policy(options.future);
+  }
+  if (name == "lookahead") {
+    if (options.future.empty()) {
+      throw Error(ErrorCode::invalid_argument,
+                  "policy 'lookahead' is clairvoyant: it needs the future access sequence "
+                  "(simulator only)");
+    }
+    return make_lookahead_policy(options.future, options.lookahead_tokens);
   }
   std::string known;
   for (const auto& n : policy_names()) known += (known.empty() ? "" : ", ") + n;

@@ -89,9 +89,11 @@ struct PolicyOptions {
   double predict_freq_weight = 0.5;        // predict: exponent on relative expert frequency
   uint32_t predict_horizon = 0;            // predict: layers ahead scored by layer-to-layer transitions
   double predict_profile_tokens = 8;       // predict: weight of the profile's frequencies, in tokens
+  uint32_t lookahead_tokens = 2;           // lookahead: tokens of routing seen beyond the current one
 };
 
-// Names: lru, lfu, lru-quota, freq, hot-pin, predict, belady.
+// Names: lru, lfu, lru-quota, freq, hot-pin, predict, belady, lookahead (belady and lookahead are
+// clairvoyant bounds for the simulator).
 // Throws Error(invalid_argument) for an unknown name listing the known ones, and for hot-pin
 // without a profile or belady without a future.
 std::unique_ptr<EvictionPolicy> make_policy(std::string_view name, const PolicyOptions& options = {});
@@ -108,5 +110,6 @@ std::unique_ptr<EvictionPolicy> make_hot_pin_policy(const ExpertProfile& profile
 std::unique_ptr<EvictionPolicy> make_predict_policy(const ExpertProfile* profile, double freq_weight,
                                                     uint32_t horizon, double profile_tokens);
 std::unique_ptr<EvictionPolicy> make_belady_policy(std::span<const ShardKey> future);
+std::unique_ptr<EvictionPolicy> make_lookahead_policy(std::span<const ShardKey> future, uint32_t window_tokens);
 
 }  // namespace sluice::cache

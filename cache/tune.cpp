@@ -145,7 +145,8 @@ std::string format_tune_text(const TuneReport& r) {
   std::string out = "trace: " + r.model + ", " + std::to_string(r.n_sequences) + " sequences, " +
                     std::to_string(r.n_tokens) + " tokens, " + std::to_string(r.n_layer) + " layers x " +
                     std::to_string(r.n_expert) + " experts, top-" + std::to_string(r.topk) + "\n";
-  out += "scored leave-one-sequence-out, each sequence from a cold cache; belady = clairvoyant bound\n";
+  out += "scored leave-one-sequence-out, each sequence from a cold cache; belady = clairvoyant bound;\n"
+         "lookahead = belady seeing only the current token and the next few (the bound for a perfect router predictor)\n";
   if (r.shard_bytes) out += "shard size: " + human_bytes(r.shard_bytes) + "\n";
   for (size_t bi = 0; bi < r.budgets.size(); ++bi) {
     const TuneBudget& b = r.budgets[bi];

@@ -206,3 +206,57 @@ TEST_CASE("unknown policy names are rejected with the list of known ones") {
     CHECK(std::string(e.what()).find("known: lru, lfu") != std::string::npos);
   }
 }
+
+TEST_CASE("lookahead is belady within a window of tokens and lru beyond it") {
+  // One layer, top-1, cache of 2. Trace: 0 1 2 1 0 ... 0 1 2 | 1 0
+  //   At token 2 (expert 2 misses, cache {0, 1}): expert 1 is next used at token 3, expert 0 at
+  //   token 4. Belady evicts 0 (farthest) and hits 1 at token 3; lookahead with a 1-token window
+  //   sees token 3 only: 0 is unseen, so it goes (same choice). Then token 4: 0 misses.
+  auto t = single_layer(3, {0, 1, 2, 1, 0});
+  auto future = access_sequence(t, 0);
+  PolicyOptions one{.future = future};
+  one.lookahead_tokens = 1;
+  auto la = make_policy("lookahead", one);
+  CHECK(la->name() == "lookahead");
+  CHECK(hits(t, *la, 2) == 1);
+  CHECK(belady_hits(t, 2) == 1);
+  // Where the deciding reuse lies beyond the window, lookahead falls back to LRU and loses:
+  //   0 1 2 2 2 0. At token 2, belady keeps 0 (used at token 5, 1 never again) and hits 0 later;
+  //   with a 1-token window neither 0 nor 1 is visible, and LRU evicts 0.
+  auto far = single_layer(3, {0, 1, 2, 2, 2, 0});
+  auto far_future = access_sequence(far, 0);
+  PolicyOptions narrow{.future = far_future};
+  narrow.lookahead_tokens = 1;
+  auto la1 = make_policy("lookahead", narrow);
+  CHECK(hits(far, *la1, 2) == 2);  // tokens 3 and 4 hit 2; token 5 misses 0
+  CHECK(belady_hits(far, 2) == 3);
+  PolicyOptions wide{.future = far_future};
+  wide.lookahead_tokens = 3;  // sees token 5 from token 2: belady's choice
+  auto la3 = make_policy("lookahead", wide);
+  CHECK(hits(far, *la3, 2) == 3);
+  // A bound, like belady: it needs the future and a window of at least one token.
+  CHECK(policy_is_clairvoyant("lookahead"));
+  CHECK_THROWS_AS(make_policy("lookahead", {}), Error);
+  PolicyOptions zero{.future = future};
+  zero.lookahead_tokens = 0;
+  CHECK_THROWS_AS(make_policy("lookahead", zero), Error);
+}
+
+TEST_CASE("on a layered trace lookahead never beats belady and equals it when the window covers the sequence") {
+  Trace t = make_trace(2, 4, 2, {{{0, 1}, {2, 3}}, {{1, 2}, {3, 0}}, {{0, 3}, {2, 1}}, {{0, 1}, {2, 3}},
+                                 {{2, 1}, {0, 3}}, {{0, 1}, {1, 3}}});
+  auto future = access_sequence(t, 0);
+  for (uint64_t cap : {3u, 4u, 6u}) {
+    const uint64_t bound = belady_hits(t, cap);
+    for (uint32_t w : {1u, 2u, 6u}) {
+      PolicyOptions o{.future = future};
+      o.lookahead_tokens = w;
+      auto p = make_policy("lookahead", o);
+      const uint64_t h = hits(t, *p, cap);
+      CAPTURE(cap);
+      CAPTURE(w);
+      CHECK(h <= bound);
+      if (w == 6) CHECK(h == bound);  // the window covers the whole sequence
+    }
+  }
+}

@@ -56,6 +56,8 @@ int cmd_tune(int argc, char** argv) {
       ("resident-gb", "non-expert weights kept in RAM, GiB", cxxopts::value<double>()->default_value("0"))
       ("disk-gbps", "disk read bandwidth, GB/s", cxxopts::value<double>()->default_value("3"))
       ("mem-gbps", "RAM bandwidth that caps tok/s, GB/s", cxxopts::value<double>()->default_value("50"))
+      ("lookahead-tokens", "policy 'lookahead' (a bound, like belady): tokens of future routing it sees "
+       "beyond the current token", cxxopts::value<uint32_t>()->default_value("2"))
       ("json", "print JSON rows instead of the table")
       ("plot", "write an SVG of hit rate vs budget", cxxopts::value<std::string>())
       ("profile-out", "write the expert-use profile learned from the whole trace", cxxopts::value<std::string>())
@@ -75,6 +77,8 @@ int cmd_tune(int argc, char** argv) {
   o.resident_bytes = static_cast<uint64_t>(args["resident-gb"].as<double>() * (1ull << 30));
   o.disk_gbps = positive(args, "disk-gbps");
   o.mem_gbps = positive(args, "mem-gbps");
+  o.policy_options.lookahead_tokens = args["lookahead-tokens"].as<uint32_t>();
+  if (o.policy_options.lookahead_tokens == 0) throw Error(ErrorCode::invalid_argument, "--lookahead-tokens must be at least 1");
 
   cache::TuneReport report = cache::run_tune(trace, o);
   if (args.count("json")) {
