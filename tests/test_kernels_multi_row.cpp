@@ -44,7 +44,8 @@ TEST_CASE("multi-row dot kernels equal the single-row kernel on every row, bit f
   const auto& k = sluice::kernels::cpu::best_kernels();
   constexpr int64_t n = 1024;
   int checked = 0;
-  for (GgmlType type : {GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q6_K}) {
+  for (GgmlType type : {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q5_0, GgmlType::MXFP4, GgmlType::IQ4_NL,
+                        GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q6_K}) {
     const size_t ti = size_t(type);
     struct Order {
       const char* name;
@@ -55,11 +56,12 @@ TEST_CASE("multi-row dot kernels equal the single-row kernel on every row, bit f
                             {"repack GEMV", k.vec_dot_repack[ti], k.vec_dot_repack_multi[ti]},
                             {"repack GEMM", k.vec_dot_repack_gemm[ti], k.vec_dot_repack_gemm_multi[ti]}};
     const auto w = quantized_rows(type, 3, n, 7 + uint32_t(ti), 0.05f);
-    const size_t w_row = sluice::ggml_row_bytes(type, n), act_row = sluice::ggml_row_bytes(GgmlType::Q8_K, n);
+    const GgmlType act_type = sluice::kernels::vec_dot_type(type);
+    const size_t w_row = sluice::ggml_row_bytes(type, n), act_row = sluice::ggml_row_bytes(act_type, n);
     std::vector<std::byte> act(act_row * 4);
     for (int t = 0; t < 4; ++t) {
       const auto xr = random_row(n, 100 + uint32_t(t), t == 3 ? 40.0f : 1.0f);  // one row of large values
-      sluice::kernels::quantize_row(GgmlType::Q8_K, xr.data(), act.data() + size_t(t) * act_row, n);
+      sluice::kernels::quantize_row(act_type, xr.data(), act.data() + size_t(t) * act_row, n);
     }
     for (const Order& o : orders) {
       for (int m = 0; m < 2; ++m) {
@@ -85,7 +87,7 @@ TEST_CASE("multi-row dot kernels equal the single-row kernel on every row, bit f
     }
   }
   if (checked == 0) MESSAGE("this CPU's kernel table (" << k.isa << ") has no multi-row kernels: nothing to compare");
-  else CHECK(checked == 12);  // Q4_K in three orders, Q2_K, Q3_K and Q6_K in one; x2 and x4 each
+  else CHECK(checked == 22);  // Q4_K in three orders, eight more types in one; x2 and x4 each
 }
 
 TEST_CASE("matmul with sequence runs gives each sequence the results it gets alone") {

@@ -39,6 +39,16 @@ void vec_dot_q4_k_repack_x2(const void* w, const void* act, size_t act_stride, i
 void vec_dot_q4_k_repack_x4(const void* w, const void* act, size_t act_stride, int64_t n, float* out);
 void vec_dot_q4_k_repack_gemm_x2(const void* w, const void* act, size_t act_stride, int64_t n, float* out);
 void vec_dot_q4_k_repack_gemm_x4(const void* w, const void* act, size_t act_stride, int64_t n, float* out);
+void vec_dot_q8_0_x2(const void* w, const void* act, size_t act_stride, int64_t n, float* out);
+void vec_dot_q8_0_x4(const void* w, const void* act, size_t act_stride, int64_t n, float* out);
+void vec_dot_q4_0_x2(const void* w, const void* act, size_t act_stride, int64_t n, float* out);
+void vec_dot_q4_0_x4(const void* w, const void* act, size_t act_stride, int64_t n, float* out);
+void vec_dot_q5_0_x2(const void* w, const void* act, size_t act_stride, int64_t n, float* out);
+void vec_dot_q5_0_x4(const void* w, const void* act, size_t act_stride, int64_t n, float* out);
+void vec_dot_mxfp4_x2(const void* w, const void* act, size_t act_stride, int64_t n, float* out);
+void vec_dot_mxfp4_x4(const void* w, const void* act, size_t act_stride, int64_t n, float* out);
+void vec_dot_iq4_nl_x2(const void* w, const void* act, size_t act_stride, int64_t n, float* out);
+void vec_dot_iq4_nl_x4(const void* w, const void* act, size_t act_stride, int64_t n, float* out);
 void vec_dot_q2_k_x2(const void* w, const void* act, size_t act_stride, int64_t n, float* out);
 void vec_dot_q2_k_x4(const void* w, const void* act, size_t act_stride, int64_t n, float* out);
 void vec_dot_q3_k_x2(const void* w, const void* act, size_t act_stride, int64_t n, float* out);

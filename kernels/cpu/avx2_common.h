@@ -74,4 +74,13 @@ inline __m256i broadcast_scale(__m256i dup, int k) {
   return _mm256_shuffle_epi8(dup, _mm256_set1_epi16(int16_t(idx)));
 }
 
+// A one-row dot (VecDotFn) through a kernel templated over the number of activation rows (its
+// NT = 1 instance), so single- and multi-row calls share one definition of the arithmetic.
+template <void (*kDots)(const void*, const void*, size_t, int64_t, float*)>
+float one_row(const void* w, const void* act, int64_t n) {
+  float r;
+  kDots(w, act, 0, n, &r);
+  return r;
+}
+
 }  // namespace sluice::kernels::cpu::avx2

@@ -151,14 +151,6 @@ void q4_k_repack_dots(const void* w, const void* act, size_t act_stride, int64_t
   for (int t = 0; t < NT; ++t) out[t] = acc[t] - acc_min[t];
 }
 
-// One activation row through the NT-row kernel.
-template <void (*kDots)(const void*, const void*, size_t, int64_t, float*)>
-float one_row(const void* w, const void* act, int64_t n) {
-  float r;
-  kDots(w, act, 0, n, &r);
-  return r;
-}
-
 }  // namespace
 
 float vec_dot_q4_k(const void* w, const void* act, int64_t n) { return one_row<q4_k_dots<1>>(w, act, n); }

@@ -30,32 +30,86 @@ inline __m256i lookup_nibbles(const uint8_t* qs, __m128i table) {
   return _mm256_set_m128i(hi, lo);
 }
 
+// Dots of blocks whose weights unpack to 32 signed bytes (weights(i)) and one f32 scale
+// (weight_scale(i)) with NT Q8_0 activation rows: the weights are unpacked once per block for all
+// rows, and each row's arithmetic is exactly ggml's one-row AVX2 order (one accumulator, blocks in
+// order), so out[t] is bit-identical to the NT = 1 instance on row t.
+template <int NT, class Weights, class WeightScale>
+void signed_block_dots(int64_t nb, const void* act, size_t act_stride, Weights weights, WeightScale weight_scale,
+                       float* out) {
+  const BlockQ8_0* y[NT];
+  for (int t = 0; t < NT; ++t)
+    y[t] = reinterpret_cast<const BlockQ8_0*>(static_cast<const std::byte*>(act) + size_t(t) * act_stride);
+  __m256 acc[NT];
+  for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
+  for (int64_t i = 0; i < nb; ++i) {
+    const __m256i qx = weights(i);
+    const __m256i ax = _mm256_sign_epi8(qx, qx);  // dot_i8's unsigned left operand, once per block
+    const float ws = weight_scale(i);
+    for (int t = 0; t < NT; ++t) {
+      const __m256i sy = _mm256_sign_epi8(load32(y[t][i].qs), qx);
+      const __m256 p = _mm256_cvtepi32_ps(sum_pairs_i16(_mm256_maddubs_epi16(ax, sy)));
+      acc[t] = _mm256_fmadd_ps(scale_of(ws, half_to_f32(y[t][i].d)), p, acc[t]);
+    }
+  }
+  for (int t = 0; t < NT; ++t) out[t] = hsum(acc[t]);
+}
+
+template <int NT>
+void q8_0_dots(const void* w, const void* act, size_t act_stride, int64_t n, float* out) {
+  const auto* x = static_cast<const BlockQ8_0*>(w);
+  signed_block_dots<NT>(
+      n / kQK, act, act_stride, [x](int64_t i) { return load32(x[i].qs); },
+      [x](int64_t i) { return half_to_f32(x[i].d); }, out);
+}
+
+template <int NT>
+void q4_0_dots(const void* w, const void* act, size_t act_stride, int64_t n, float* out) {
+  const auto* x = static_cast<const BlockQ4_0*>(w);
+  const __m256i offset = _mm256_set1_epi8(8);
+  signed_block_dots<NT>(
+      n / kQK, act, act_stride, [x, offset](int64_t i) { return _mm256_sub_epi8(unpack_nibbles(x[i].qs), offset); },
+      [x](int64_t i) { return half_to_f32(x[i].d); }, out);
+}
+
+template <int NT>
+void q5_0_dots(const void* w, const void* act, size_t act_stride, int64_t n, float* out) {
+  const auto* x = static_cast<const BlockQ5_0*>(w);
+  signed_block_dots<NT>(
+      n / kQK, act, act_stride,
+      [x](int64_t i) {
+        // value - 16 = nibble when the fifth bit is set, nibble | 0xF0 (as int8) when it is clear.
+        const __m256i high = _mm256_andnot_si256(expand_bits(x[i].qh), _mm256_set1_epi8(char(0xF0)));
+        return _mm256_or_si256(unpack_nibbles(x[i].qs), high);
+      },
+      [x](int64_t i) { return half_to_f32(x[i].d); }, out);
+}
+
+template <int NT>
+void mxfp4_dots(const void* w, const void* act, size_t act_stride, int64_t n, float* out) {
+  const auto* x = static_cast<const BlockMxfp4*>(w);
+  const __m128i table = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kMxfp4Values));
+  signed_block_dots<NT>(
+      n / kQK, act, act_stride, [x, table](int64_t i) { return lookup_nibbles(x[i].qs, table); },
+      [x](int64_t i) { return e8m0_to_f32_half(x[i].e); }, out);
+}
+
+template <int NT>
+void iq4_nl_dots(const void* w, const void* act, size_t act_stride, int64_t n, float* out) {
+  const auto* x = static_cast<const BlockIq4Nl*>(w);
+  const __m128i table = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4NlValues));
+  signed_block_dots<NT>(
+      n / kQK, act, act_stride, [x, table](int64_t i) { return lookup_nibbles(x[i].qs, table); },
+      [x](int64_t i) { return half_to_f32(x[i].d); }, out);
+}
+
 }  // namespace
 
-float vec_dot_q8_0(const void* w, const void* act, int64_t n) {
-  const auto* x = static_cast<const BlockQ8_0*>(w);
-  const auto* y = static_cast<const BlockQ8_0*>(act);
-  // One accumulator, blocks in order: ggml's AVX2 order. Q8_0 weights feed recurrent state in
-  // Kimi K3, where a different float order drifts away from llama.cpp (two accumulators did).
-  __m256 acc = _mm256_setzero_ps();
-  for (int64_t i = 0; i < n / kQK; ++i) {
-    const __m256 p = _mm256_cvtepi32_ps(dot_i8(load32(x[i].qs), load32(y[i].qs)));
-    acc = _mm256_fmadd_ps(scale_of(half_to_f32(x[i].d), half_to_f32(y[i].d)), p, acc);
-  }
-  return hsum(acc);
-}
+// One accumulator, blocks in order: ggml's AVX2 order. Q8_0 weights feed recurrent state in
+// Kimi K3, where a different float order drifts away from llama.cpp (two accumulators did).
+float vec_dot_q8_0(const void* w, const void* act, int64_t n) { return one_row<q8_0_dots<1>>(w, act, n); }
 
-float vec_dot_q4_0(const void* w, const void* act, int64_t n) {
-  const auto* x = static_cast<const BlockQ4_0*>(w);
-  const auto* y = static_cast<const BlockQ8_0*>(act);
-  const __m256i offset = _mm256_set1_epi8(8);
-  const float dot = over_blocks(n / kQK, [&](int64_t i, __m256 acc) {
-    const __m256i qx = _mm256_sub_epi8(unpack_nibbles(x[i].qs), offset);
-    const __m256 p = _mm256_cvtepi32_ps(dot_i8(qx, load32(y[i].qs)));
-    return _mm256_fmadd_ps(scale_of(half_to_f32(x[i].d), half_to_f32(y[i].d)), p, acc);
-  });
-  return dot;
-}
+float vec_dot_q4_0(const void* w, const void* act, int64_t n) { return one_row<q4_0_dots<1>>(w, act, n); }
 
 float vec_dot_q4_1(const void* w, const void* act, int64_t n) {
   const auto* x = static_cast<const BlockQ4_1*>(w);
@@ -69,18 +123,7 @@ float vec_dot_q4_1(const void* w, const void* act, int64_t n) {
   return dot + mins;
 }
 
-float vec_dot_q5_0(const void* w, const void* act, int64_t n) {
-  const auto* x = static_cast<const BlockQ5_0*>(w);
-  const auto* y = static_cast<const BlockQ8_0*>(act);
-  const float dot = over_blocks(n / kQK, [&](int64_t i, __m256 acc) {
-    // value - 16 = nibble when the fifth bit is set, nibble | 0xF0 (as int8) when it is clear.
-    const __m256i high = _mm256_andnot_si256(expand_bits(x[i].qh), _mm256_set1_epi8(char(0xF0)));
-    const __m256i qx = _mm256_or_si256(unpack_nibbles(x[i].qs), high);
-    const __m256 p = _mm256_cvtepi32_ps(dot_i8(qx, load32(y[i].qs)));
-    return _mm256_fmadd_ps(scale_of(half_to_f32(x[i].d), half_to_f32(y[i].d)), p, acc);
-  });
-  return dot;
-}
+float vec_dot_q5_0(const void* w, const void* act, int64_t n) { return one_row<q5_0_dots<1>>(w, act, n); }
 
 float vec_dot_q5_1(const void* w, const void* act, int64_t n) {
   const auto* x = static_cast<const BlockQ5_1*>(w);
@@ -96,26 +139,23 @@ float vec_dot_q5_1(const void* w, const void* act, int64_t n) {
   return dot + mins;
 }
 
-float vec_dot_mxfp4(const void* w, const void* act, int64_t n) {
-  const auto* x = static_cast<const BlockMxfp4*>(w);
-  const auto* y = static_cast<const BlockQ8_0*>(act);
-  const __m128i table = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kMxfp4Values));
-  const float dot = over_blocks(n / kQK, [&](int64_t i, __m256 acc) {
-    const __m256 p = _mm256_cvtepi32_ps(dot_i8(lookup_nibbles(x[i].qs, table), load32(y[i].qs)));
-    return _mm256_fmadd_ps(scale_of(half_to_f32(y[i].d), e8m0_to_f32_half(x[i].e)), p, acc);
-  });
-  return dot;
-}
+float vec_dot_mxfp4(const void* w, const void* act, int64_t n) { return one_row<mxfp4_dots<1>>(w, act, n); }
 
-float vec_dot_iq4_nl(const void* w, const void* act, int64_t n) {
-  const auto* x = static_cast<const BlockIq4Nl*>(w);
-  const auto* y = static_cast<const BlockQ8_0*>(act);
-  const __m128i table = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4NlValues));
-  const float dot = over_blocks(n / kQK, [&](int64_t i, __m256 acc) {
-    const __m256 p = _mm256_cvtepi32_ps(dot_i8(lookup_nibbles(x[i].qs, table), load32(y[i].qs)));
-    return _mm256_fmadd_ps(scale_of(half_to_f32(x[i].d), half_to_f32(y[i].d)), p, acc);
-  });
-  return dot;
-}
+float vec_dot_iq4_nl(const void* w, const void* act, int64_t n) { return one_row<iq4_nl_dots<1>>(w, act, n); }
+
+
+#define SLUICE_MULTI_ROW(type)                                                                      \
+  void vec_dot_##type##_x2(const void* w, const void* act, size_t stride, int64_t n, float* out) { \
+    type##_dots<2>(w, act, stride, n, out);                                                         \
+  }                                                                                                 \
+  void vec_dot_##type##_x4(const void* w, const void* act, size_t stride, int64_t n, float* out) { \
+    type##_dots<4>(w, act, stride, n, out);                                                         \
+  }
+SLUICE_MULTI_ROW(q8_0)
+SLUICE_MULTI_ROW(q4_0)
+SLUICE_MULTI_ROW(q5_0)
+SLUICE_MULTI_ROW(mxfp4)
+SLUICE_MULTI_ROW(iq4_nl)
+#undef SLUICE_MULTI_ROW
 
 }  // namespace sluice::kernels::cpu::avx2
