@@ -4,6 +4,7 @@
 
 #include <immintrin.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 
@@ -72,6 +73,12 @@ inline __m256i pair_scales(__m256i dup, int k) {
 inline __m256i broadcast_scale(__m256i dup, int k) {
   const int idx = ((2 * k + 1) << 8) | (2 * k);
   return _mm256_shuffle_epi8(dup, _mm256_set1_epi16(int16_t(idx)));
+}
+
+// Activation row t of a multi-row dot: rows of `Block`s, `stride` bytes apart.
+template <class Block>
+inline const Block* act_row(const void* act, size_t stride, int t) {
+  return reinterpret_cast<const Block*>(static_cast<const std::byte*>(act) + size_t(t) * stride);
 }
 
 // A one-row dot (VecDotFn) through a kernel templated over the number of activation rows (its

@@ -35,9 +35,27 @@ inline int min_term(const uint8_t* mins, const int16_t* bsums) {
   return s;
 }
 
-// Activation row t of a multi-token call.
-inline const BlockQ8_K* q8k_row(const void* act, size_t act_stride, int t) {
-  return reinterpret_cast<const BlockQ8_K*>(static_cast<const std::byte*>(act) + size_t(t) * act_stride);
+// Q8_K's 16-value sums paired into the 8 sub-block sums of 32 values (int16; exact).
+inline __m128i subblock_sums(const BlockQ8_K& y) {
+  const __m256i bsums = load32(y.bsums);
+  return _mm_hadd_epi16(_mm256_castsi256_si128(bsums), _mm256_extracti128_si256(bsums, 1));
+}
+
+// Adds Q4_K sub-block pair j of block i (64 weights, scales from `sc`) dotted with each row's
+// activations to sumi[t]: the weights are unpacked once for all NT rows. Integer sums, exact.
+template <int NT>
+inline void add_q4_k_pair(const BlockQ4_K& xb, const BlockQ8_K* const* y, int64_t i, __m256i sc, int j,
+                          __m256i* sumi) {
+  const __m256i low4 = _mm256_set1_epi8(0x0F);
+  const __m256i q4 = load32(xb.qs + 32 * j);
+  const __m256i w_lo = _mm256_and_si256(q4, low4), w_hi = _mm256_and_si256(_mm256_srli_epi16(q4, 4), low4);
+  const __m256i s_lo = broadcast_scale(sc, 2 * j), s_hi = broadcast_scale(sc, 2 * j + 1);
+  for (int t = 0; t < NT; ++t) {
+    const __m256i lo = _mm256_maddubs_epi16(w_lo, load32(y[t][i].qs + 64 * j));
+    const __m256i hi = _mm256_maddubs_epi16(w_hi, load32(y[t][i].qs + 64 * j + 32));
+    sumi[t] = _mm256_add_epi32(sumi[t], _mm256_madd_epi16(lo, s_lo));
+    sumi[t] = _mm256_add_epi32(sumi[t], _mm256_madd_epi16(hi, s_hi));
+  }
 }
 
 // Each kernel below is a template over NT, the activation rows dotted with one weight row per
@@ -51,8 +69,7 @@ template <int NT>
 void q4_k_dots(const void* w, const void* act, size_t act_stride, int64_t n, float* out) {
   const auto* x = static_cast<const BlockQ4_K*>(w);
   const BlockQ8_K* y[NT];
-  for (int t = 0; t < NT; ++t) y[t] = q8k_row(act, act_stride, t);
-  const __m256i low4 = _mm256_set1_epi8(0x0F);
+  for (int t = 0; t < NT; ++t) y[t] = act_row<BlockQ8_K>(act, act_stride, t);
   __m256 acc[NT];
   __m128 acc_m[NT];
   for (int t = 0; t < NT; ++t) {
@@ -69,25 +86,14 @@ void q4_k_dots(const void* w, const void* act, size_t act_stride, int64_t n, flo
     for (int t = 0; t < NT; ++t) {
       d[t] = y[t][i].d * xd;
       const float neg_dmin = -y[t][i].d * xdmin;
-      const __m256i bsums = load32(y[t][i].bsums);
-      // Per sub-block sums of the activation (pairs of Q8_K's 16-value sums), then mins . sums pairwise.
-      const __m128i q8s = _mm_hadd_epi16(_mm256_castsi256_si128(bsums), _mm256_extracti128_si256(bsums, 1));
-      acc_m[t] = _mm_fmadd_ps(_mm_set1_ps(neg_dmin), _mm_cvtepi32_ps(_mm_madd_epi16(mins, q8s)), acc_m[t]);
+      // mins . sub-block sums, pairwise.
+      const __m128i min_pairs = _mm_madd_epi16(mins, subblock_sums(y[t][i]));
+      acc_m[t] = _mm_fmadd_ps(_mm_set1_ps(neg_dmin), _mm_cvtepi32_ps(min_pairs), acc_m[t]);
       sumi[t] = _mm256_setzero_si256();
     }
     const __m256i sc =
         duplicate_lanes(_mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sm))));
-    for (int j = 0; j < 4; ++j) {
-      const __m256i q4 = load32(x[i].qs + 32 * j);
-      const __m256i w_lo = _mm256_and_si256(q4, low4), w_hi = _mm256_and_si256(_mm256_srli_epi16(q4, 4), low4);
-      const __m256i s_lo = broadcast_scale(sc, 2 * j), s_hi = broadcast_scale(sc, 2 * j + 1);
-      for (int t = 0; t < NT; ++t) {
-        const __m256i lo = _mm256_maddubs_epi16(w_lo, load32(y[t][i].qs + 64 * j));
-        const __m256i hi = _mm256_maddubs_epi16(w_hi, load32(y[t][i].qs + 64 * j + 32));
-        sumi[t] = _mm256_add_epi32(sumi[t], _mm256_madd_epi16(lo, s_lo));
-        sumi[t] = _mm256_add_epi32(sumi[t], _mm256_madd_epi16(hi, s_hi));
-      }
-    }
+    for (int j = 0; j < 4; ++j) add_q4_k_pair<NT>(x[i], y, i, sc, j, sumi);
     for (int t = 0; t < NT; ++t) acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(d[t]), _mm256_cvtepi32_ps(sumi[t]), acc[t]);
   }
   for (int t = 0; t < NT; ++t) {
@@ -104,8 +110,7 @@ template <int kPairsPerGroup, int NT>
 void q4_k_repack_dots(const void* w, const void* act, size_t act_stride, int64_t n, float* out) {
   const auto* x = static_cast<const BlockQ4_K*>(w);
   const BlockQ8_K* y[NT];
-  for (int t = 0; t < NT; ++t) y[t] = q8k_row(act, act_stride, t);
-  const __m256i low4 = _mm256_set1_epi8(0x0F);
+  for (int t = 0; t < NT; ++t) y[t] = act_row<BlockQ8_K>(act, act_stride, t);
   float acc[NT], acc_min[NT];
   for (int t = 0; t < NT; ++t) acc[t] = acc_min[t] = 0.0f;
   for (int64_t i = 0; i < n / kQK_K; ++i) {
@@ -120,26 +125,14 @@ void q4_k_repack_dots(const void* w, const void* act, size_t act_stride, int64_t
     for (int t = 0; t < NT; ++t) {
       d[t] = xd * y[t][i].d;
       dmin[t] = xdmin * y[t][i].d;
-      const __m256i bsums = load32(y[t][i].bsums);
-      const __m128i q8s = _mm_hadd_epi16(_mm256_castsi256_si128(bsums), _mm256_extracti128_si256(bsums, 1));
-      _mm_store_si128(reinterpret_cast<__m128i*>(summs[t]), _mm_madd_epi16(mins, q8s));
+      _mm_store_si128(reinterpret_cast<__m128i*>(summs[t]), _mm_madd_epi16(mins, subblock_sums(y[t][i])));
     }
     const __m256i sc =
         duplicate_lanes(_mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sm))));
     for (int g = 0; g < 4; g += kPairsPerGroup) {
       __m256i sumi[NT];
       for (int t = 0; t < NT; ++t) sumi[t] = _mm256_setzero_si256();
-      for (int j = g; j < g + kPairsPerGroup; ++j) {
-        const __m256i q4 = load32(x[i].qs + 32 * j);
-        const __m256i w_lo = _mm256_and_si256(q4, low4), w_hi = _mm256_and_si256(_mm256_srli_epi16(q4, 4), low4);
-        const __m256i s_lo = broadcast_scale(sc, 2 * j), s_hi = broadcast_scale(sc, 2 * j + 1);
-        for (int t = 0; t < NT; ++t) {
-          const __m256i lo = _mm256_maddubs_epi16(w_lo, load32(y[t][i].qs + 64 * j));
-          const __m256i hi = _mm256_maddubs_epi16(w_hi, load32(y[t][i].qs + 64 * j + 32));
-          sumi[t] = _mm256_add_epi32(sumi[t], _mm256_madd_epi16(lo, s_lo));
-          sumi[t] = _mm256_add_epi32(sumi[t], _mm256_madd_epi16(hi, s_hi));
-        }
-      }
+      for (int j = g; j < g + kPairsPerGroup; ++j) add_q4_k_pair<NT>(x[i], y, i, sc, j, sumi);
       for (int t = 0; t < NT; ++t) {
         int group_mins = 0;
         for (int j = g; j < g + kPairsPerGroup; ++j) group_mins += summs[t][j];
@@ -216,7 +209,7 @@ template <int NT>
 void q6_k_dots(const void* w, const void* act, size_t act_stride, int64_t n, float* out) {
   const auto* x = static_cast<const BlockQ6_K*>(w);
   const BlockQ8_K* y[NT];
-  for (int t = 0; t < NT; ++t) y[t] = q8k_row(act, act_stride, t);
+  for (int t = 0; t < NT; ++t) y[t] = act_row<BlockQ8_K>(act, act_stride, t);
   const __m256i low4 = _mm256_set1_epi8(0x0F);
   const __m256i m3 = _mm256_set1_epi8(0x03);
   __m256 acc[NT];
@@ -275,7 +268,7 @@ template <int NT>
 void q2_k_dots(const void* w, const void* act, size_t act_stride, int64_t n, float* out) {
   const auto* x = static_cast<const BlockQ2_K*>(w);
   const BlockQ8_K* y[NT];
-  for (int t = 0; t < NT; ++t) y[t] = q8k_row(act, act_stride, t);
+  for (int t = 0; t < NT; ++t) y[t] = act_row<BlockQ8_K>(act, act_stride, t);
   const __m256i m3 = _mm256_set1_epi8(0x03);
   __m256 acc[NT];
   float mins_sum[NT];
@@ -319,7 +312,7 @@ template <int NT>
 void q3_k_dots(const void* w, const void* act, size_t act_stride, int64_t n, float* out) {
   const auto* x = static_cast<const BlockQ3_K*>(w);
   const BlockQ8_K* y[NT];
-  for (int t = 0; t < NT; ++t) y[t] = q8k_row(act, act_stride, t);
+  for (int t = 0; t < NT; ++t) y[t] = act_row<BlockQ8_K>(act, act_stride, t);
   const __m256i m3 = _mm256_set1_epi8(0x03);
   const __m256i one = _mm256_set1_epi8(1);
   __m256 acc[NT];

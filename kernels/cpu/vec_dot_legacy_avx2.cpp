@@ -38,8 +38,7 @@ template <int NT, class Weights, class WeightScale>
 void signed_block_dots(int64_t nb, const void* act, size_t act_stride, Weights weights, WeightScale weight_scale,
                        float* out) {
   const BlockQ8_0* y[NT];
-  for (int t = 0; t < NT; ++t)
-    y[t] = reinterpret_cast<const BlockQ8_0*>(static_cast<const std::byte*>(act) + size_t(t) * act_stride);
+  for (int t = 0; t < NT; ++t) y[t] = act_row<BlockQ8_0>(act, act_stride, t);
   __m256 acc[NT];
   for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
   for (int64_t i = 0; i < nb; ++i) {
