@@ -3,8 +3,9 @@
 //
 // The residual stream changes slowly from one block to the next, so applying a later layer's
 // router to an earlier hidden state is a good guess at its choice (the "pre-gating" idea). When
-// MoE block `il` has routed (its demand reads are issued first), for each of the next `depth` MoE
-// blocks M:
+// MoE block `il` has routed (its demand reads are issued first), and once per forward pass from
+// the token embeddings (il = -1, before block 0, so the first MoE layers' reads overlap the lead
+// blocks' compute), for each of the next `depth` MoE blocks M:
 //
 //   h      = rms_norm(x, ffn_norm of M)        x: block il's ffn_inp rows [n][n_embd]
 //   logits = gate_inp of M . h                 [n][n_expert]
@@ -38,7 +39,8 @@ class ExpertPredictor {
   // depth >= 1: how many MoE layers ahead to predict. Error(invalid_argument) for depth < 1.
   ExpertPredictor(const Model& model, int depth);
 
-  // x: [n][n_embd] hidden state rows of block `il` (its ffn_inp). Does nothing for n > kMaxRows.
+  // x: [n][n_embd] hidden state rows of block `il` (its ffn_inp), or the token embeddings for
+  // il = -1. Does nothing for n > kMaxRows.
   void predict(int64_t il, std::span<const float> x, int64_t n, ExpertSource& source, kernels::ThreadPool& pool);
   uint64_t scratch_bytes() const;
   // The same without constructing one (budget planning; equal to scratch_bytes()).

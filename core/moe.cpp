@@ -49,6 +49,10 @@ void Session::ffn_moe(int64_t il, int64_t n, float* out) {
   experts_.plan(static_cast<int>(il), list);
   // Demand reads are out; now guess the next layers' experts so their reads overlap this compute.
   if (predictor_) predictor_->predict(il, {x_.data(), sz(n * E)}, n, experts_, pool_);
+  // The shared expert needs no read: computing it now keeps the CPU busy while the misses land.
+  // Its output is added after the routed sum, as before, so the result does not change.
+  const bool shared = c.n_expert_shared > 0 && L.up_shexp;
+  if (shared) ffn_dense(L.gate_shexp, L.up_shexp, L.down_shexp, n, sh_out_.data());
   // Experts in the order the source hands them out (resident first, then as reads land). Each
   // (token, slot) output is kept apart and summed in routing order below, so the order in which
   // experts run never changes the result.
@@ -85,10 +89,7 @@ void Session::ffn_moe(int64_t il, int64_t n, float* out) {
     for (int64_t k = 1; k < K; ++k)
       kernels::add({o, sz(E)}, {expert_out_.data() + (t * K + k) * E, sz(E)}, {o, sz(E)});
   }
-  if (c.n_expert_shared > 0 && L.up_shexp) {
-    ffn_dense(L.gate_shexp, L.up_shexp, L.down_shexp, n, sh_out_.data());
-    kernels::add({out, sz(n * E)}, {sh_out_.data(), sz(n * E)}, {out, sz(n * E)});
-  }
+  if (shared) kernels::add({out, sz(n * E)}, {sh_out_.data(), sz(n * E)}, {out, sz(n * E)});
 }
 
 }  // namespace sluice::core

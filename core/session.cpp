@@ -341,6 +341,9 @@ void Session::run_layers(std::span<const int32_t> tokens) {
   }
   const std::span<float> x{x_.data(), sz(n * E)};
   const std::span<float> cur{cur_.data(), sz(n * E)};
+  // The first MoE layers are guessed from the token embeddings, so their reads overlap the
+  // lead blocks' compute (the dense FFN and every attention before them).
+  if (predictor_) predictor_->predict(-1, x, n, experts_, pool_);
   for (int64_t il = 0; il < c.n_layer; ++il) {
     LayerPin pin(layers_, il);
     const LayerWeights& L = pin.weights();

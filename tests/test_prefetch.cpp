@@ -281,6 +281,10 @@ TEST_CASE("logits are bit-identical with prefetch depth 0 to 3 at small budgets 
             CHECK(p.total.steps > 0);
             CHECK(p.total.predicted > 0);
             CHECK(p.total.recall() > 0);  // the next layer's router on this layer's state beats nothing
+            // The first MoE layer is predicted too, from the token embeddings before block 0.
+            REQUIRE(!p.layers.empty());
+            CHECK(p.layers.front().steps > 0);
+            CHECK(p.layers.front().predicted > 0);
             if (budget > experts_minimum) CHECK(e.cache()->stats().total.prefetches > 0);
           }
         }
