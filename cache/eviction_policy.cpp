@@ -25,7 +25,7 @@ std::unique_ptr<EvictionPolicy> make_policy(std::string_view name, const PolicyO
     return make_hot_pin_policy(*options.profile, options.hot_fraction);
   }
   if (name == "predict") return make_predict_policy(options.profile, options.predict_freq_weight, options.predict_horizon,
-                               options.predict_profile_tokens);
+                               options.predict_profile_tokens, options.predict_next_token);
   if (name == "belady") {
     if (options.future.empty()) {
       throw Error(ErrorCode::invalid_argument,

@@ -63,6 +63,11 @@ struct ExpertProfile {
   // chose i at layer l-1 (l >= 1; layer 0 rows stay zero). Empty when not collected.
   std::vector<double> transitions;
   std::vector<double> transition_src;
+  // Token-to-token transitions at one layer: next_transitions[(l * E + i) * E + j] counts tokens
+  // that chose i at layer l and whose successor chose j at layer l; next_src[l * E + i] counts
+  // tokens with a successor that chose i at layer l. Empty when not collected.
+  std::vector<double> next_transitions;
+  std::vector<double> next_src;
   bool empty() const { return counts.empty(); }
   double count(ShardKey k) const { return counts[shard_index(k, n_expert)]; }
 };
@@ -89,6 +94,7 @@ struct PolicyOptions {
   double predict_freq_weight = 0.5;        // predict: exponent on relative expert frequency
   uint32_t predict_horizon = 0;            // predict: layers ahead scored by layer-to-layer transitions
   double predict_profile_tokens = 8;       // predict: weight of the profile's frequencies, in tokens
+  bool predict_next_token = true;          // predict: score the next visit with token-to-token transitions
   uint32_t lookahead_tokens = 2;           // lookahead: tokens of routing seen beyond the current one
 };
 
@@ -108,7 +114,7 @@ std::unique_ptr<EvictionPolicy> make_lru_quota_policy();
 std::unique_ptr<EvictionPolicy> make_freq_policy(double lambda);
 std::unique_ptr<EvictionPolicy> make_hot_pin_policy(const ExpertProfile& profile, double hot_fraction);
 std::unique_ptr<EvictionPolicy> make_predict_policy(const ExpertProfile* profile, double freq_weight,
-                                                    uint32_t horizon, double profile_tokens);
+                                                    uint32_t horizon, double profile_tokens, bool next_token = true);
 std::unique_ptr<EvictionPolicy> make_belady_policy(std::span<const ShardKey> future);
 std::unique_ptr<EvictionPolicy> make_lookahead_policy(std::span<const ShardKey> future, uint32_t window_tokens);
 

@@ -234,6 +234,8 @@ ExpertProfile build_profile(const Trace& trace, std::span<const size_t> sequence
   }
   p.transitions.assign(static_cast<size_t>(L) * E * E, 0.0);
   p.transition_src.assign(static_cast<size_t>(L) * E, 0.0);
+  p.next_transitions.assign(static_cast<size_t>(L) * E * E, 0.0);
+  p.next_src.assign(static_cast<size_t>(L) * E, 0.0);
   std::vector<uint64_t> last_use(static_cast<size_t>(L) * E);
   std::vector<uint8_t> used(E);
   for (size_t s : sequences) {
@@ -245,6 +247,12 @@ ExpertProfile build_profile(const Trace& trace, std::span<const size_t> sequence
       for (uint32_t l = 0; l < L; ++l) {
         std::fill(used.begin(), used.end(), 0);
         for (uint32_t e : trace.step(s, t, l)) used[e] = 1;
+        if (t > 0) {
+          for (uint32_t i : trace.step(s, t - 1, l)) {
+            p.next_src[static_cast<size_t>(l) * E + i] += 1;
+            for (uint32_t j : trace.step(s, t, l)) p.next_transitions[(static_cast<size_t>(l) * E + i) * E + j] += 1;
+          }
+        }
         if (l > 0) {
           for (uint32_t i : trace.step(s, t, l - 1)) {
             p.transition_src[static_cast<size_t>(l) * E + i] += 1;
@@ -285,6 +293,14 @@ std::string format_profile(const ExpertProfile& p) {
     for (uint32_t j = 0; j < p.n_expert; ++j) {
       double c = p.transitions[k * p.n_expert + j];
       if (c != 0) out << "trans " << k / p.n_expert << " " << k % p.n_expert << " " << j << " " << c << "\n";
+    }
+  }
+  for (size_t k = 0; k < p.next_src.size(); ++k) {
+    if (p.next_src[k] == 0) continue;
+    out << "nsrc " << k / p.n_expert << " " << k % p.n_expert << " " << p.next_src[k] << "\n";
+    for (uint32_t j = 0; j < p.n_expert; ++j) {
+      double c = p.next_transitions[k * p.n_expert + j];
+      if (c != 0) out << "ntrans " << k / p.n_expert << " " << k % p.n_expert << " " << j << " " << c << "\n";
     }
   }
   return out.str();
@@ -328,6 +344,25 @@ ExpertProfile parse_profile(std::string_view text, std::string_view name) {
       }
       for (uint32_t e = 0; e < p.n_expert; ++e) p.counts[static_cast<size_t>(layer) * p.n_expert + e] = number(w[2 + e], line_no);
       ++layer;
+      continue;
+    }
+    if (!w.empty() && (w[0] == "nsrc" || w[0] == "ntrans")) {
+      const bool src = w[0] == "nsrc";
+      uint64_t l = 0, i = 0, j = 0;
+      if (w.size() != (src ? 4u : 5u) || !parse_u64(w[1], l) || !parse_u64(w[2], i) || l >= p.n_layer ||
+          i >= p.n_expert || (!src && (!parse_u64(w[3], j) || j >= p.n_expert))) {
+        err.fail(line_no, src ? "expected 'nsrc <layer> <expert> <count>'"
+                              : "expected 'ntrans <layer> <expert at token t> <expert at token t+1> <count>'");
+      }
+      if (p.next_transitions.empty()) {
+        p.next_transitions.assign(static_cast<size_t>(p.n_layer) * p.n_expert * p.n_expert, 0.0);
+        p.next_src.assign(static_cast<size_t>(p.n_layer) * p.n_expert, 0.0);
+      }
+      if (src) {
+        p.next_src[l * p.n_expert + i] = number(w[3], line_no);
+      } else {
+        p.next_transitions[(l * p.n_expert + i) * p.n_expert + j] = number(w[4], line_no);
+      }
       continue;
     }
     if (!w.empty() && (w[0] == "src" || w[0] == "trans")) {

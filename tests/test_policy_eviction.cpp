@@ -156,6 +156,37 @@ TEST_CASE("predict evicts the layer visited farthest ahead and matches belady on
   CHECK(belady_hits(t, 2) == 6);
 }
 
+TEST_CASE("predict keeps the shard that the token-to-token transitions name for the next token") {
+  // One layer, 4 experts, top-2, room for 3. Token 1 loads {0, 1}, equal in recency and count;
+  // token 2 brings 3. A profile says what follows 3 at the next token: the other one goes. With
+  // the transitions off the tie goes to the least recently touched (0) either way.
+  const PolicyGeometry g{1, 4, 2, 3};
+  auto victim = [&](uint32_t follows_3, bool next_token) {
+    ExpertProfile profile;
+    profile.n_layer = 1;
+    profile.n_expert = 4;
+    profile.n_tokens = 100;
+    profile.counts = {50, 50, 50, 50};
+    profile.next_src = {0, 0, 0, 100};
+    profile.next_transitions.assign(16, 0.0);
+    profile.next_transitions[3 * 4 + follows_3] = 100;
+    auto p = make_predict_policy(&profile, 0.5, 0, 8, next_token);
+    p->reset(g);
+    p->on_token();
+    for (uint32_t e : {0u, 1u}) {
+      p->on_insert({0, e});
+      p->on_access({0, e}, false);
+    }
+    p->on_token();
+    const std::vector<ShardKey> candidates{{0, 0}, {0, 1}};
+    return candidates[p->choose_victim(candidates, {0, 3})].expert;
+  };
+  CHECK(victim(1, true) == 0);
+  CHECK(victim(0, true) == 1);
+  CHECK(victim(1, false) == 0);
+  CHECK(victim(0, false) == 0);
+}
+
 TEST_CASE("simulator pins a step's hits so its misses cannot evict them") {
   // top-2, cap 2: token 0 loads {0,1}; token 1 uses {1,2}: 1 is pinned, so 2 must evict 0.
   // token 2 uses {1,0}: 1 hits, 0 misses.

@@ -99,10 +99,19 @@ TEST_CASE("expert profiles count uses and round trip through text") {
   // Reuse at gap 0: token 1 reuses {1,2} at layer 0 (2 of 2) and {3,0} at layer 1 (2 of 2).
   CHECK(p.reuse_hits[0] == 4);
   CHECK(p.reuse_trials[0] == 4);
+  // Token-to-token at one layer: token 0 {1,2} -> token 1 {2,1} at layer 0, {3,0} -> {0,3} at 1.
+  CHECK(p.next_src[0 * 4 + 1] == 1);
+  CHECK(p.next_src[0 * 4 + 0] == 0);
+  CHECK(p.next_transitions[(0 * 4 + 1) * 4 + 2] == 1);
+  CHECK(p.next_transitions[(1 * 4 + 3) * 4 + 0] == 1);
+  CHECK(p.next_transitions[(1 * 4 + 3) * 4 + 1] == 0);
   ExpertProfile q = parse_profile(format_profile(p), "p");
   CHECK(q.counts == p.counts);
   CHECK(q.reuse_hits == p.reuse_hits);
   CHECK(q.reuse_trials == p.reuse_trials);
+  CHECK(q.transitions == p.transitions);
+  CHECK(q.next_transitions == p.next_transitions);
+  CHECK(q.next_src == p.next_src);
   try {
     parse_profile("# sluice expert profile layers=2 experts=4 tokens=2\nlayer 0 1 2 3\n", "bad.profile");
     FAIL("accepted");
