@@ -1,8 +1,10 @@
 #include "cache/trace.h"
 
+#include <array>
 #include <charconv>
 #include <fstream>
 #include <sstream>
+#include <type_traits>
 
 #include "common/error.h"
 
@@ -275,6 +277,32 @@ ExpertProfile build_profile(const Trace& trace, std::span<const size_t> sequence
   return p;
 }
 
+namespace {
+// The profile's two transition tables share one text form: '<src word> l i count' for a source's
+// total and '<count word> l i j count' for one transition, zero entries left out.
+template <class Table>
+struct PairTable {
+  const char* src_word;
+  const char* count_word;
+  uint64_t first_layer;  // within-token transitions start at layer 1
+  const char* src_usage;
+  const char* count_usage;
+  Table* src;
+  Table* counts;
+};
+// Profile is ExpertProfile or const ExpertProfile: the tables are writable only for the first.
+template <class Profile>
+auto pair_tables(Profile& p) {
+  using Table = std::remove_reference_t<decltype((p.transitions))>;  // const for a const profile
+  return std::array<PairTable<Table>, 2>{
+      PairTable<Table>{"src", "trans", 1, "src <layer 1..L-1> <expert> <count>",
+                       "trans <layer 1..L-1> <from expert> <to expert> <count>", &p.transition_src, &p.transitions},
+      PairTable<Table>{"nsrc", "ntrans", 0, "nsrc <layer> <expert> <count>",
+                       "ntrans <layer> <expert at token t> <expert at token t+1> <count>", &p.next_src,
+                       &p.next_transitions}};
+}
+}  // namespace
+
 std::string format_profile(const ExpertProfile& p) {
   std::ostringstream out;
   out << "# sluice expert profile layers=" << p.n_layer << " experts=" << p.n_expert << " tokens=" << p.n_tokens
@@ -287,20 +315,14 @@ std::string format_profile(const ExpertProfile& p) {
   for (size_t g = 0; g < p.reuse_trials.size(); ++g) {
     out << "reuse " << g << " " << p.reuse_trials[g] << " " << p.reuse_hits[g] << "\n";
   }
-  for (size_t k = 0; k < p.transition_src.size(); ++k) {
-    if (p.transition_src[k] == 0) continue;
-    out << "src " << k / p.n_expert << " " << k % p.n_expert << " " << p.transition_src[k] << "\n";
-    for (uint32_t j = 0; j < p.n_expert; ++j) {
-      double c = p.transitions[k * p.n_expert + j];
-      if (c != 0) out << "trans " << k / p.n_expert << " " << k % p.n_expert << " " << j << " " << c << "\n";
-    }
-  }
-  for (size_t k = 0; k < p.next_src.size(); ++k) {
-    if (p.next_src[k] == 0) continue;
-    out << "nsrc " << k / p.n_expert << " " << k % p.n_expert << " " << p.next_src[k] << "\n";
-    for (uint32_t j = 0; j < p.n_expert; ++j) {
-      double c = p.next_transitions[k * p.n_expert + j];
-      if (c != 0) out << "ntrans " << k / p.n_expert << " " << k % p.n_expert << " " << j << " " << c << "\n";
+  for (const auto& t : pair_tables(p)) {
+    for (size_t k = 0; k < t.src->size(); ++k) {
+      if ((*t.src)[k] == 0) continue;
+      out << t.src_word << " " << k / p.n_expert << " " << k % p.n_expert << " " << (*t.src)[k] << "\n";
+      for (uint32_t j = 0; j < p.n_expert; ++j) {
+        double c = (*t.counts)[k * p.n_expert + j];
+        if (c != 0) out << t.count_word << " " << k / p.n_expert << " " << k % p.n_expert << " " << j << " " << c << "\n";
+      }
     }
   }
   return out.str();
@@ -346,44 +368,24 @@ ExpertProfile parse_profile(std::string_view text, std::string_view name) {
       ++layer;
       continue;
     }
-    if (!w.empty() && (w[0] == "nsrc" || w[0] == "ntrans")) {
-      const bool src = w[0] == "nsrc";
+    bool table_line = false;
+    for (const auto& t : pair_tables(p)) {
+      if (w.empty() || (w[0] != t.src_word && w[0] != t.count_word)) continue;
+      const bool src = w[0] == t.src_word;
       uint64_t l = 0, i = 0, j = 0;
-      if (w.size() != (src ? 4u : 5u) || !parse_u64(w[1], l) || !parse_u64(w[2], i) || l >= p.n_layer ||
-          i >= p.n_expert || (!src && (!parse_u64(w[3], j) || j >= p.n_expert))) {
-        err.fail(line_no, src ? "expected 'nsrc <layer> <expert> <count>'"
-                              : "expected 'ntrans <layer> <expert at token t> <expert at token t+1> <count>'");
+      if (w.size() != (src ? 4u : 5u) || !parse_u64(w[1], l) || !parse_u64(w[2], i) || l < t.first_layer ||
+          l >= p.n_layer || i >= p.n_expert || (!src && (!parse_u64(w[3], j) || j >= p.n_expert))) {
+        err.fail(line_no, std::string("expected '") + (src ? t.src_usage : t.count_usage) + "'");
       }
-      if (p.next_transitions.empty()) {
-        p.next_transitions.assign(static_cast<size_t>(p.n_layer) * p.n_expert * p.n_expert, 0.0);
-        p.next_src.assign(static_cast<size_t>(p.n_layer) * p.n_expert, 0.0);
+      if (t.counts->empty()) {
+        t.counts->assign(static_cast<size_t>(p.n_layer) * p.n_expert * p.n_expert, 0.0);
+        t.src->assign(static_cast<size_t>(p.n_layer) * p.n_expert, 0.0);
       }
-      if (src) {
-        p.next_src[l * p.n_expert + i] = number(w[3], line_no);
-      } else {
-        p.next_transitions[(l * p.n_expert + i) * p.n_expert + j] = number(w[4], line_no);
-      }
-      continue;
+      if (src) (*t.src)[l * p.n_expert + i] = number(w[3], line_no);
+      else (*t.counts)[(l * p.n_expert + i) * p.n_expert + j] = number(w[4], line_no);
+      table_line = true;
     }
-    if (!w.empty() && (w[0] == "src" || w[0] == "trans")) {
-      const bool src = w[0] == "src";
-      uint64_t l = 0, i = 0, j = 0;
-      if (w.size() != (src ? 4u : 5u) || !parse_u64(w[1], l) || !parse_u64(w[2], i) || l == 0 || l >= p.n_layer ||
-          i >= p.n_expert || (!src && (!parse_u64(w[3], j) || j >= p.n_expert))) {
-        err.fail(line_no, src ? "expected 'src <layer 1..L-1> <expert> <count>'"
-                              : "expected 'trans <layer 1..L-1> <from expert> <to expert> <count>'");
-      }
-      if (p.transitions.empty()) {
-        p.transitions.assign(static_cast<size_t>(p.n_layer) * p.n_expert * p.n_expert, 0.0);
-        p.transition_src.assign(static_cast<size_t>(p.n_layer) * p.n_expert, 0.0);
-      }
-      if (src) {
-        p.transition_src[l * p.n_expert + i] = number(w[3], line_no);
-      } else {
-        p.transitions[(l * p.n_expert + i) * p.n_expert + j] = number(w[4], line_no);
-      }
-      continue;
-    }
+    if (table_line) continue;
     uint64_t gap = 0;
     if (w.size() != 4 || w[0] != "reuse" || !parse_u64(w[1], gap) || gap > kMaxReuseGap) {
       err.fail(line_no, "expected 'reuse <gap 0.." + std::to_string(kMaxReuseGap) + "> <trials> <hits>'");
