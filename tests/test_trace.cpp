@@ -113,6 +113,14 @@ TEST_CASE("expert profiles count uses and round trip through text") {
   CHECK(q.next_transitions == p.next_transitions);
   CHECK(q.next_src == p.next_src);
   try {
+    parse_profile(format_profile(p) + "ntrans 0 1 9 3\n", "bad.profile");  // expert 9 of 4
+    FAIL("accepted");
+  } catch (const Error& e) {
+    CHECK(e.code() == ErrorCode::invalid_file);
+    CHECK(std::string(e.what()).find("ntrans <layer> <expert at token t> <expert at token t+1> <count>") !=
+          std::string::npos);
+  }
+  try {
     parse_profile("# sluice expert profile layers=2 experts=4 tokens=2\nlayer 0 1 2 3\n", "bad.profile");
     FAIL("accepted");
   } catch (const Error& e) {
