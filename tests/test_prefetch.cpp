@@ -311,3 +311,34 @@ TEST_CASE("sluice bench --json reports the prefetch figures, and a negative dept
   CHECK(bad.exit_code == 1);
   CHECK(bad.err.find("--prefetch-depth -1") != std::string::npos);
 }
+
+TEST_CASE("scripts/bench_ab.py alternates two flag sets of sluice bench and reports B's median over A's") {
+  if (sluice::test::run_command("command -v python3").exit_code != 0) {
+    MESSAGE("python3 absent; skipping");
+    return;
+  }
+  const std::string model = (sluice::test::reference_dir() / "tiny/deepseek2/deepseek2-q4_k_m.gguf").string();
+  const std::string script = (sluice::test::source_dir() / "scripts/bench_ab.py").string();
+  const std::string base = "python3 '" + script + "' --binary '" + sluice::test::sluice_binary() + "' -m '" + model +
+                           "' --common '--cache-experts 25% -p 8 -n 12 -b 8 --probe-seconds 0.05' --pairs 2";
+  auto r = sluice::test::run_command(base + " --a '--prefetch-depth 0' --b '--prefetch-depth 2'");
+  REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+  const std::string last = r.out.substr(r.out.rfind('{'));
+  auto j = nlohmann::json::parse(last);
+  CHECK(j["metric"] == "decode_tok_s");
+  REQUIRE(j["a_values"].size() == 2);
+  REQUIRE(j["b_values"].size() == 2);
+  CHECK(j["b_median"].get<double>() > 0);
+  CHECK(j["b_over_a"].get<double>() == doctest::Approx(j["b_median"].get<double>() / j["a_median"].get<double>()).epsilon(0.01));
+  // Runs alternate A, B, A, B; the prefetching side shows its predictions.
+  CHECK(r.out.find("pair 1 A") < r.out.find("pair 1 B"));
+  CHECK(r.out.find("pair 1 B") < r.out.find("pair 2 A"));
+  auto warm = sluice::test::run_command(base + " --a '' --b '--policy lfu' --metric first8_over_steady");
+  REQUIRE_MESSAGE(warm.exit_code == 0, warm.err);
+  auto w = nlohmann::json::parse(warm.out.substr(warm.out.rfind('{')));
+  CHECK(w["metric"] == "first8_over_steady");
+  CHECK(w["a_median"].get<double>() > 0);
+  auto bad = sluice::test::run_command(base + " --b '--prefetch-depth -1'");
+  CHECK(bad.exit_code != 0);
+  CHECK(bad.err.find("--prefetch-depth -1") != std::string::npos);
+}

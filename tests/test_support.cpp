@@ -44,10 +44,17 @@ void write_file(const std::filesystem::path& path, const std::vector<uint8_t>& b
 }
 
 CommandResult run_sluice(const std::string& args, const std::string& env) {
+  return run_command((env.empty() ? std::string() : "env " + env + " ") + "'" + SLUICE_BINARY + "' " + args);
+}
+
+std::filesystem::path source_dir() { return SLUICE_SOURCE_DIR; }
+std::string sluice_binary() { return SLUICE_BINARY; }
+
+CommandResult run_command(const std::string& command) {
   auto dir = temp_dir("cmd");
   std::string out_path = (dir / "out").string();
   std::string err_path = (dir / "err").string();
-  std::string cmd = (env.empty() ? std::string() : "env " + env + " ") + "'" + SLUICE_BINARY + "' " + args + " >'" + out_path + "' 2>'" + err_path + "' </dev/null";
+  std::string cmd = command + " >'" + out_path + "' 2>'" + err_path + "' </dev/null";
   int status = std::system(cmd.c_str());
   CommandResult r;
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);

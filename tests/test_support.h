@@ -41,5 +41,10 @@ struct CommandResult {
 // Runs the built `sluice` binary with the given argument string (shell-quoted by the caller).
 // `env` is an optional prefix of VAR=value assignments for the command.
 CommandResult run_sluice(const std::string& args, const std::string& env = "");
+// Runs a shell command line (quoted by the caller), capturing stdout and stderr.
+CommandResult run_command(const std::string& command);
+// The source tree and the built binary, for tests that drive scripts/.
+std::filesystem::path source_dir();
+std::string sluice_binary();
 
 }  // namespace sluice::test
