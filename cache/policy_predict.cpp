@@ -123,7 +123,7 @@ class PredictPolicy final : public EvictionPolicy {
     if (use_transitions_ && l > 0 && same_token(l - 1)) {
       for (uint32_t from : token_sets_[l - 1]) trans_[(static_cast<size_t>(l) * g_.n_expert + from) * g_.n_expert + key.expert] += 1.0;
     }
-    if (use_next_) {
+    if (use_next_ && one_token(prev_sets_[l])) {
       for (uint32_t from : prev_sets_[l]) next_[(static_cast<size_t>(l) * g_.n_expert + from) * g_.n_expert + key.expert] += 1.0;
     }
     token_sets_[l].push_back(key.expert);
@@ -149,6 +149,9 @@ class PredictPolicy final : public EvictionPolicy {
  private:
   bool in_visit(uint32_t l) const { return visit_token_[l] == token_ && l == cur_layer_ && visits_[l] > 0; }
   bool same_token(uint32_t l) const { return visit_token_[l] == token_ && visits_[l] > 0; }
+  // A step of a prefill or multi-sequence batch routes many tokens at once; the token-to-token
+  // counts and evidence are for single tokens (decode of one sequence), so larger sets are skipped.
+  bool one_token(const std::vector<uint32_t>& set) const { return set.size() <= g_.n_expert_used; }
 
   void start_visit(uint32_t l) {
     cur_layer_ = l;
@@ -156,7 +159,7 @@ class PredictPolicy final : public EvictionPolicy {
     const bool follows = visits_[l] > 0 && visit_token_[l] + 1 == token_;
     if (follows) prev_sets_[l].swap(token_sets_[l]);
     else prev_sets_[l].clear();
-    if (use_next_) {
+    if (use_next_ && one_token(prev_sets_[l])) {
       for (uint32_t from : prev_sets_[l]) next_src_[static_cast<size_t>(l) * g_.n_expert + from] += 1.0;
     }
     visit_token_[l] = token_;
@@ -219,6 +222,7 @@ class PredictPolicy final : public EvictionPolicy {
     // visited it; a layer this token has visited holds this token's set.
     const bool visited_now = same_token(l);
     if (!visited_now && !(visits_[l] > 0 && visit_token_[l] + 1 == token_)) return 0.0;
+    if (!one_token(token_sets_[l])) return 0.0;
     auto evidence = [&](uint32_t from) {
       const size_t row = static_cast<size_t>(l) * E + from;
       const double q = (next_[row * E + k.expert] + kNextTokenPrior * base_) / (next_src_[row] + kNextTokenPrior);
