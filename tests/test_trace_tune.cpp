@@ -3,6 +3,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cstdio>
 #include <string>
 
 #include "cache/cache_simulator.h"
@@ -65,6 +66,27 @@ TEST_CASE("predict's token-to-token transitions, learned leave-one-sequence-out,
   CAPTURE(without);
   CHECK(with > without + 0.01);
   CHECK(with > evaluate_policy(t, "lru", 128).hit_rate() + 0.05);
+}
+
+TEST_CASE("the Python policy study's simulator counts the same hits as the C++ one on FLAME-MoE") {
+  // scripts/policy_study/ backs the foresight bounds quoted for #8; it must replay the trace as
+  // cache_simulator.cpp does.
+  if (!have_traces()) return;
+  if (sluice::test::run_command("command -v python3").exit_code != 0) {
+    MESSAGE("python3 absent; skipping");
+    return;
+  }
+  const std::string dir = (sluice::test::source_dir() / "scripts/policy_study").string();
+  auto r = sluice::test::run_command(
+      "python3 -c \"import sys; sys.path.insert(0, '" + dir +
+      "'); from sim import *; s, L, E, K = load(FLAME); C = budget(L, E); "
+      "print(evaluate(s, L, E, K, lambda tr, te: LRU(), C)[0], evaluate(s, L, E, K, lambda tr, te: Belady(te), C)[0])\"");
+  REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+  double lru = 0, belady = 0;
+  REQUIRE(std::sscanf(r.out.c_str(), "%lf %lf", &lru, &belady) == 2);
+  Trace t = read_trace(trace_path("flame-moe-290m.trace"));
+  CHECK(lru == doctest::Approx(evaluate_policy(t, "lru", 128).hit_rate()).epsilon(1e-9));
+  CHECK(belady == doctest::Approx(evaluate_policy(t, "belady", 128).hit_rate()).epsilon(1e-9));
 }
 
 TEST_CASE("tune budgets parse percentages and sizes and refuse ones below the working set") {
