@@ -149,6 +149,7 @@ class PredictPolicy final : public EvictionPolicy {
  private:
   bool in_visit(uint32_t l) const { return visit_token_[l] == token_ && l == cur_layer_ && visits_[l] > 0; }
   bool same_token(uint32_t l) const { return visit_token_[l] == token_ && visits_[l] > 0; }
+  bool previous_token(uint32_t l) const { return visits_[l] > 0 && visit_token_[l] + 1 == token_; }
   // A step of a prefill or multi-sequence batch routes many tokens at once; the token-to-token
   // counts and evidence are for single tokens (decode of one sequence), so larger sets are skipped.
   bool one_token(const std::vector<uint32_t>& set) const { return set.size() <= g_.n_expert_used; }
@@ -156,8 +157,7 @@ class PredictPolicy final : public EvictionPolicy {
   void start_visit(uint32_t l) {
     cur_layer_ = l;
     // The previous token's experts at l, for the token-to-token counts of this visit.
-    const bool follows = visits_[l] > 0 && visit_token_[l] + 1 == token_;
-    if (follows) prev_sets_[l].swap(token_sets_[l]);
+    if (previous_token(l)) prev_sets_[l].swap(token_sets_[l]);
     else prev_sets_[l].clear();
     if (use_next_ && one_token(prev_sets_[l])) {
       for (uint32_t from : prev_sets_[l]) next_src_[static_cast<size_t>(l) * g_.n_expert + from] += 1.0;
@@ -221,7 +221,7 @@ class PredictPolicy final : public EvictionPolicy {
     // A layer this token has yet to visit still holds the previous token's set, if that token
     // visited it; a layer this token has visited holds this token's set.
     const bool visited_now = same_token(l);
-    if (!visited_now && !(visits_[l] > 0 && visit_token_[l] + 1 == token_)) return 0.0;
+    if (!visited_now && !previous_token(l)) return 0.0;
     if (!one_token(token_sets_[l])) return 0.0;
     auto evidence = [&](uint32_t from) {
       const size_t row = static_cast<size_t>(l) * E + from;
