@@ -264,47 +264,71 @@ void vec_dot_q6_k_x4(const void* w, const void* act, size_t stride, int64_t n, f
 
 namespace {
 
+// The min terms of four rows at once: four exact int32 sums of 8 lanes each, in one vector.
+inline __m128i hsum4_i32(__m256i a, __m256i b, __m256i c, __m256i d) {
+  const __m256i s = _mm256_hadd_epi32(_mm256_hadd_epi32(a, b), _mm256_hadd_epi32(c, d));
+  return _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+}
+
+// Q2_K's values (0..3) times their 4-bit scales (0..15) fit a byte, so the scale is multiplied
+// into the weights once per 32 values (one 16-bit multiply: no product carries into the next
+// byte) for all NT rows, and each row's two maddubs of a 64-value pair of groups are added as
+// int16 (|sum| <= 2 * 2 * 45 * 127) before one widening madd. Every int32 lane ends with the
+// same integer as the scale-per-madd form ggml uses, so the float rounding is unchanged.
 template <int NT>
 void q2_k_dots(const void* w, const void* act, size_t act_stride, int64_t n, float* out) {
   const auto* x = static_cast<const BlockQ2_K*>(w);
   const BlockQ8_K* y[NT];
   for (int t = 0; t < NT; ++t) y[t] = act_row<BlockQ8_K>(act, act_stride, t);
   const __m256i m3 = _mm256_set1_epi8(0x03);
+  const __m256i ones16 = _mm256_set1_epi16(1);
   __m256 acc[NT];
   float mins_sum[NT];
+  __m128 mins_sum4 = _mm_setzero_ps();  // NT == 4: the four rows' mins_sum as lanes
   for (int t = 0; t < NT; ++t) {
     acc[t] = _mm256_setzero_ps();
     mins_sum[t] = 0.0f;
   }
   for (int64_t i = 0; i < n / kQK_K; ++i) {
     const float xd = half_to_f32(x[i].d), xdmin = half_to_f32(x[i].dmin);
-    // Min term: 16 4-bit mins times Q8_K's per-16 sums.
+    // Min term: 16 4-bit mins times Q8_K's per-16 sums; mins_sum += (d_y * dmin) * sum, one fma.
     const __m128i sc_bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x[i].scales));
     const __m256i mins =
         _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sc_bytes, 4), _mm_set1_epi8(0x0F)));
-    __m256i sumi[NT];
-    for (int t = 0; t < NT; ++t) {
-      const __m256i bsums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[t][i].bsums));
-      mins_sum[t] += y[t][i].d * xdmin * float(hsum_i32(_mm256_madd_epi16(mins, bsums)));
-      sumi[t] = _mm256_setzero_si256();
+    auto min_products = [&](int t) {
+      return _mm256_madd_epi16(mins, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[t][i].bsums)));
+    };
+    if constexpr (NT == 4) {
+      const __m128i m4 = hsum4_i32(min_products(0), min_products(1), min_products(2), min_products(3));
+      const __m128 dy = _mm_set_ps(y[3][i].d, y[2][i].d, y[1][i].d, y[0][i].d);
+      mins_sum4 = _mm_fmadd_ps(_mm_mul_ps(dy, _mm_set1_ps(xdmin)), _mm_cvtepi32_ps(m4), mins_sum4);
+    } else {
+      for (int t = 0; t < NT; ++t)
+        mins_sum[t] = std::fma(y[t][i].d * xdmin, float(hsum_i32(min_products(t))), mins_sum[t]);
     }
+    __m256i sumi[NT];
+    for (int t = 0; t < NT; ++t) sumi[t] = _mm256_setzero_si256();
     const __m256i all_scales = _mm256_cvtepu8_epi16(_mm_and_si128(sc_bytes, _mm_set1_epi8(0x0F)));
     for (int half = 0; half < 2; ++half) {
       const __m256i q2 = load32(x[i].qs + 32 * half);
       const __m256i sc = duplicate_lanes(half == 0 ? _mm256_castsi256_si128(all_scales)
                                                    : _mm256_extracti128_si256(all_scales, 1));
-      for (int s = 0; s < 4; ++s) {
-        const __m256i v = _mm256_and_si256(_mm256_srl_epi16(q2, _mm_cvtsi32_si128(2 * s)), m3);
-        const __m256i ps = pair_scales(sc, s);
+      for (int s = 0; s < 4; s += 2) {
+        const __m256i v0 = _mm256_and_si256(_mm256_srl_epi16(q2, _mm_cvtsi32_si128(2 * s)), m3);
+        const __m256i v1 = _mm256_and_si256(_mm256_srl_epi16(q2, _mm_cvtsi32_si128(2 * s + 2)), m3);
+        const __m256i sv0 = _mm256_mullo_epi16(v0, pair_scales(sc, s));
+        const __m256i sv1 = _mm256_mullo_epi16(v1, pair_scales(sc, s + 1));
         for (int t = 0; t < NT; ++t) {
-          const __m256i p = _mm256_maddubs_epi16(v, load32(y[t][i].qs + 128 * half + 32 * s));
-          sumi[t] = _mm256_add_epi32(sumi[t], _mm256_madd_epi16(p, ps));
+          const __m256i p0 = _mm256_maddubs_epi16(sv0, load32(y[t][i].qs + 128 * half + 32 * s));
+          const __m256i p1 = _mm256_maddubs_epi16(sv1, load32(y[t][i].qs + 128 * half + 32 * s + 32));
+          sumi[t] = _mm256_add_epi32(sumi[t], _mm256_madd_epi16(_mm256_add_epi16(p0, p1), ones16));
         }
       }
     }
     for (int t = 0; t < NT; ++t)
       acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(y[t][i].d * xd), _mm256_cvtepi32_ps(sumi[t]), acc[t]);
   }
+  if constexpr (NT == 4) _mm_storeu_ps(mins_sum, mins_sum4);
   for (int t = 0; t < NT; ++t) out[t] = hsum(acc[t]) - mins_sum[t];
 }
 
@@ -315,6 +339,7 @@ void q3_k_dots(const void* w, const void* act, size_t act_stride, int64_t n, flo
   for (int t = 0; t < NT; ++t) y[t] = act_row<BlockQ8_K>(act, act_stride, t);
   const __m256i m3 = _mm256_set1_epi8(0x03);
   const __m256i one = _mm256_set1_epi8(1);
+  const __m256i four = _mm256_set1_epi8(4);
   __m256 acc[NT];
   for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
   for (int64_t i = 0; i < n / kQK_K; ++i) {
@@ -333,13 +358,16 @@ void q3_k_dots(const void* w, const void* act, size_t act_stride, int64_t n, flo
       for (int s = 0; s < 4; ++s) {
         const int group = 4 * half + s;  // 32-value group: its high bits are bit `group` of hmask
         const __m256i low = _mm256_and_si256(_mm256_srl_epi16(q3, _mm_cvtsi32_si128(2 * s)), m3);
-        // 4 where the high bit is clear (value = low - 4), 0 where it is set.
+        // value = low - 4 where the high bit is clear, low where it is set: -4..3.
         const __m256i hset = _mm256_and_si256(_mm256_srl_epi16(hbits, _mm_cvtsi32_si128(group)), one);
-        const __m256i sub4 = _mm256_slli_epi16(_mm256_xor_si256(hset, one), 2);
+        const __m256i v = _mm256_sub_epi8(_mm256_or_si256(low, _mm256_slli_epi16(hset, 2)), four);
+        const __m256i abs_v = _mm256_abs_epi8(v);
         const __m256i ps = pair_scales(sc, s);
         for (int t = 0; t < NT; ++t) {
+          // |v| * (a with v's sign) = v * a, one maddubs (|a| <= 127 never overflows the sign
+          // flip); each int16 is ggml's low * a - 4 * a, so the lanes are unchanged.
           const __m256i a = load32(y[t][i].qs + 32 * group);
-          const __m256i p = _mm256_sub_epi16(_mm256_maddubs_epi16(low, a), _mm256_maddubs_epi16(sub4, a));
+          const __m256i p = _mm256_maddubs_epi16(abs_v, _mm256_sign_epi8(a, v));
           sumi[t] = _mm256_add_epi32(sumi[t], _mm256_madd_epi16(p, ps));
         }
       }
