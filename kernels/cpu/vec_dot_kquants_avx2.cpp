@@ -35,6 +35,17 @@ inline int min_term(const uint8_t* mins, const int16_t* bsums) {
   return s;
 }
 
+// Four exact int32 sums of 8 lanes each (four rows' integer dots), in one vector.
+inline __m128i hsum4_i32(__m256i a, __m256i b, __m256i c, __m256i d) {
+  const __m256i s = _mm256_hadd_epi32(_mm256_hadd_epi32(a, b), _mm256_hadd_epi32(c, d));
+  return _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+}
+
+// Four exact int32 sums of 4 lanes each, in one vector.
+inline __m128i hsum4_i32(__m128i a, __m128i b, __m128i c, __m128i d) {
+  return _mm_hadd_epi32(_mm_hadd_epi32(a, b), _mm_hadd_epi32(c, d));
+}
+
 // Q8_K's 16-value sums paired into the 8 sub-block sums of 32 values (int16; exact).
 inline __m128i subblock_sums(const BlockQ8_K& y) {
   const __m256i bsums = load32(y.bsums);
@@ -113,22 +124,49 @@ void q4_k_repack_dots(const void* w, const void* act, size_t act_stride, int64_t
   for (int t = 0; t < NT; ++t) y[t] = act_row<BlockQ8_K>(act, act_stride, t);
   float acc[NT], acc_min[NT];
   for (int t = 0; t < NT; ++t) acc[t] = acc_min[t] = 0.0f;
+  // NT == 4 keeps the four rows' accumulators as the lanes of one vector, and reduces their
+  // integer sums together (the same integers, the same fma per lane as the scalar lines).
+  __m128 acc4 = _mm_setzero_ps(), acc_min4 = _mm_setzero_ps();
   for (int64_t i = 0; i < n / kQK_K; ++i) {
     uint8_t sm[16];
     unpack_scales_mins(x[i].scales, sm);
     const float xd = half_to_f32(x[i].d), xdmin = half_to_f32(x[i].dmin);
     const __m128i mins = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sm + 8)));
+    const __m256i sc =
+        duplicate_lanes(_mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sm))));
+    // min_pairs[t] lane j: the exact min products of sub-block pair j, mins[2j] * (sum of the
+    // activation over sub-block 2j) + mins[2j+1] * (... 2j+1), from Q8_K's 16-value sums.
+    __m128i min_pairs[NT];
+    for (int t = 0; t < NT; ++t) min_pairs[t] = _mm_madd_epi16(mins, subblock_sums(y[t][i]));
+    if constexpr (NT == 4) {
+      const __m128 dy = _mm_set_ps(y[3][i].d, y[2][i].d, y[1][i].d, y[0][i].d);
+      const __m128 d4 = _mm_mul_ps(_mm_set1_ps(xd), dy), dmin4 = _mm_mul_ps(_mm_set1_ps(xdmin), dy);
+      // Lane j of pair_sums: the min products of pair j for rows 0..3 (transposed).
+      alignas(16) int32_t mp[4][4];
+      for (int t = 0; t < 4; ++t) _mm_store_si128(reinterpret_cast<__m128i*>(mp[t]), min_pairs[t]);
+      for (int g = 0; g < 4; g += kPairsPerGroup) {
+        __m256i sumi[4];
+        for (int t = 0; t < 4; ++t) sumi[t] = _mm256_setzero_si256();
+        for (int j = g; j < g + kPairsPerGroup; ++j) add_q4_k_pair<4>(x[i], y, i, sc, j, sumi);
+        const __m128i isum = hsum4_i32(sumi[0], sumi[1], sumi[2], sumi[3]);
+        __m128i group_mins;
+        if constexpr (kPairsPerGroup == 4) {
+          group_mins = hsum4_i32(min_pairs[0], min_pairs[1], min_pairs[2], min_pairs[3]);
+        } else {
+          group_mins = _mm_set_epi32(mp[3][g], mp[2][g], mp[1][g], mp[0][g]);
+        }
+        acc4 = _mm_fmadd_ps(_mm_cvtepi32_ps(isum), d4, acc4);
+        acc_min4 = _mm_fmadd_ps(_mm_cvtepi32_ps(group_mins), dmin4, acc_min4);
+      }
+      continue;
+    }
     float d[NT], dmin[NT];
-    // summs[t][j]: the exact min products of sub-block pair j, mins[2j] * (sum of the activation
-    // over sub-block 2j) + mins[2j+1] * (... 2j+1), from Q8_K's 16-value sums.
     alignas(16) int32_t summs[NT][4];
     for (int t = 0; t < NT; ++t) {
       d[t] = xd * y[t][i].d;
       dmin[t] = xdmin * y[t][i].d;
-      _mm_store_si128(reinterpret_cast<__m128i*>(summs[t]), _mm_madd_epi16(mins, subblock_sums(y[t][i])));
+      _mm_store_si128(reinterpret_cast<__m128i*>(summs[t]), min_pairs[t]);
     }
-    const __m256i sc =
-        duplicate_lanes(_mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sm))));
     for (int g = 0; g < 4; g += kPairsPerGroup) {
       __m256i sumi[NT];
       for (int t = 0; t < NT; ++t) sumi[t] = _mm256_setzero_si256();
@@ -140,6 +178,10 @@ void q4_k_repack_dots(const void* w, const void* act, size_t act_stride, int64_t
         acc_min[t] = std::fma(float(group_mins), dmin[t], acc_min[t]);
       }
     }
+  }
+  if constexpr (NT == 4) {
+    _mm_storeu_ps(acc, acc4);
+    _mm_storeu_ps(acc_min, acc_min4);
   }
   for (int t = 0; t < NT; ++t) out[t] = acc[t] - acc_min[t];
 }
@@ -263,12 +305,6 @@ void vec_dot_q6_k_x2(const void* w, const void* act, size_t stride, int64_t n, f
 void vec_dot_q6_k_x4(const void* w, const void* act, size_t stride, int64_t n, float* out) { q6_k_dots<4>(w, act, stride, n, out); }
 
 namespace {
-
-// The min terms of four rows at once: four exact int32 sums of 8 lanes each, in one vector.
-inline __m128i hsum4_i32(__m256i a, __m256i b, __m256i c, __m256i d) {
-  const __m256i s = _mm256_hadd_epi32(_mm256_hadd_epi32(a, b), _mm256_hadd_epi32(c, d));
-  return _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
-}
 
 // Q2_K's values (0..3) times their 4-bit scales (0..15) fit a byte, so the scale is multiplied
 // into the weights once per 32 values (one 16-bit multiply: no product carries into the next
