@@ -9,6 +9,7 @@
 #include "kernels/rms_norm.h"
 #include "kernels/rope.h"
 #include "kernels/softmax.h"
+#include "kernels/vec_ops.h"
 
 namespace sluice::core {
 
@@ -110,19 +111,26 @@ void Session::attend(int64_t il, int64_t n, const float* q, int64_t q_stride,
   const bool mla = c.is_mla();
   const bool f32 = kt == GgmlType::F32;
   const float kq_scale = c.kq_scale;
-  const int64_t n_pairs = n * H;
+  // An F16 cache takes the heads of one KV head kAttnHeadBlock at a time, so each value row is
+  // widened once for all of them (MLA: all 64 heads share one latent row). Every output element
+  // still sums the same products in the same order over the cells.
+  const int64_t block = kt == GgmlType::F16 && group % kAttnHeadBlock == 0 ? kAttnHeadBlock : 1;
+  const int64_t n_units = n * (H / block);
   const int64_t n_slots = n_slots_;
+  const size_t scores_bytes = align_up(sz(n_ctx) * 4);
+  const size_t qact_bytes = align_up(ggml_row_bytes(qt, static_cast<uint64_t>(k_len)));
   pool_.parallel_for(n_slots, 1, [&](int64_t s0, int64_t s1) {
     for (int64_t slot = s0; slot < s1; ++slot) {
+      // Slot layout (Sizes::of): kAttnHeadBlock score rows, the F16-rounded softmax,
+      // kAttnHeadBlock quantized q rows, a value row, a value column.
       std::byte* base = slots_.data() + sz(slot) * slot_bytes_;
-      float* scores = reinterpret_cast<float*>(base);
-      std::byte* p16 = base + align_up(sz(n_ctx) * 4);
-      std::byte* qact = p16 + align_up(sz(n_ctx) * 2);
-      float* vrow = reinterpret_cast<float*>(qact + align_up(ggml_row_bytes(qt, static_cast<uint64_t>(k_len))));
+      std::byte* p16 = base + kAttnHeadBlock * scores_bytes;
+      std::byte* qact_base = p16 + align_up(sz(n_ctx) * 2);
+      float* vrow = reinterpret_cast<float*>(qact_base + kAttnHeadBlock * qact_bytes);
       float* vcol = vrow + align_up(sz(v_len) * 4) / 4;
-      for (int64_t p = slot; p < n_pairs; p += n_slots) {
-        const int64_t t = p / H, h = p % H;
-        const int64_t kvh = h / group;
+      for (int64_t u = slot; u < n_units; u += n_slots) {
+        const int64_t t = u / (H / block), h0 = (u % (H / block)) * block;
+        const int64_t kvh = h0 / group;
         const int64_t n_vis = pos_[sz(t)] + 1;  // causal
         // Per sequence, as a single-sequence pass of its tokens would: llama.cpp attends over n_kv
         // cells, the used cells rounded up to its padding, capped by the cache size; masked cells
@@ -132,39 +140,54 @@ void Session::attend(int64_t il, int64_t n, const float* q, int64_t q_stride,
         const int64_t used = seq_used_[s];
         const int64_t n_kv = std::min(n_ctx, std::max(kKvPad, (used + kKvPad - 1) / kKvPad * kKvPad));
         const bool tiny_blas = seq_count_[s] >= 2 && n_kv % 16 == 0;  // llamafile takes batched kq x V
-        const float* qv = q + t * q_stride + h * q_head_stride;
         const size_t k_off = mla ? 0 : sz(kvh * k_len) * es;
-        if (f32) {
-          for (int64_t j = 0; j < n_vis; ++j)
-            scores[j] = kernels::dot_f32_ggml_vec(reinterpret_cast<const float*>(kv.k(il, j) + k_off), qv, k_len);
-        } else {
-          kernels::quantize_row(qt, qv, qact, k_len);
-          for (int64_t j = 0; j < n_vis; ++j) scores[j] = kernels::vec_dot(kt, kv.k(il, j) + k_off, qact, k_len);
-        }
-        std::fill(scores + n_vis, scores + n_kv, -std::numeric_limits<float>::infinity());
-        kernels::softmax({scores, sz(n_kv)}, kq_scale);
-        float* o = out + t * out_stride + h * out_head_stride;
         auto v_row = [&](int64_t j) {
           return mla ? kv.k(il, j) + sz(c.qk_rope) * es : kv.v(il, j) + sz(kvh * v_len) * es;
         };
-        if (f32) {
-          // ggml: kqv = V^T kq, one dot per value channel over the n_kv cells
-          for (int64_t i = 0; i < v_len; ++i) {
-            for (int64_t j = 0; j < n_kv; ++j)
-              vcol[j] = j < used ? reinterpret_cast<const float*>(v_row(j))[i] : 0.0f;
-            o[i] = tiny_blas ? kernels::dot_f32_tinyblas(vcol, scores, n_kv)
-                             : kernels::dot_f32_ggml_vec(vcol, scores, n_kv);
+        float* outs[kAttnHeadBlock];
+        for (int64_t b = 0; b < block; ++b) {
+          const int64_t h = h0 + b;
+          float* scores = reinterpret_cast<float*>(base + sz(b) * scores_bytes);
+          std::byte* qact = qact_base + sz(b) * qact_bytes;
+          const float* qv = q + t * q_stride + h * q_head_stride;
+          if (f32) {
+            for (int64_t j = 0; j < n_vis; ++j)
+              scores[j] = kernels::dot_f32_ggml_vec(reinterpret_cast<const float*>(kv.k(il, j) + k_off), qv, k_len);
+          } else {
+            kernels::quantize_row(qt, qv, qact, k_len);
+            for (int64_t j = 0; j < n_vis; ++j) scores[j] = kernels::vec_dot(kt, kv.k(il, j) + k_off, qact, k_len);
           }
-          continue;
+          std::fill(scores + n_vis, scores + n_kv, -std::numeric_limits<float>::infinity());
+          kernels::softmax({scores, sz(n_kv)}, kq_scale);
+          float* o = out + t * out_stride + h * out_head_stride;
+          outs[b] = o;
+          if (f32) {
+            // ggml: kqv = V^T kq, one dot per value channel over the n_kv cells
+            for (int64_t i = 0; i < v_len; ++i) {
+              for (int64_t j = 0; j < n_kv; ++j)
+                vcol[j] = j < used ? reinterpret_cast<const float*>(v_row(j))[i] : 0.0f;
+              o[i] = tiny_blas ? kernels::dot_f32_tinyblas(vcol, scores, n_kv)
+                               : kernels::dot_f32_ggml_vec(vcol, scores, n_kv);
+            }
+            continue;
+          }
+          // F16 V: ggml rounds kq to F16 first
+          kernels::quantize_row(GgmlType::F16, scores, p16, n_vis);
+          kernels::dequantize_row(GgmlType::F16, p16, scores, n_vis);
+          std::fill(o, o + v_len, 0.0f);
+          if (kt == GgmlType::F16) continue;  // summed below, with the block's other heads
+          for (int64_t j = 0; j < n_vis; ++j) {
+            kernels::dequantize_row(kt, v_row(j), vrow, v_len);
+            const float w = scores[j];
+            for (int64_t i = 0; i < v_len; ++i) o[i] += w * vrow[i];
+          }
         }
-        // F16 V: ggml rounds kq to F16 first
-        kernels::quantize_row(GgmlType::F16, scores, p16, n_vis);
-        kernels::dequantize_row(GgmlType::F16, p16, scores, n_vis);
-        std::fill(o, o + v_len, 0.0f);
+        if (kt != GgmlType::F16) continue;
+        float w[kAttnHeadBlock];
         for (int64_t j = 0; j < n_vis; ++j) {
-          kernels::dequantize_row(kt, v_row(j), vrow, v_len);
-          const float w = scores[j];
-          for (int64_t i = 0; i < v_len; ++i) o[i] += w * vrow[i];
+          for (int64_t b = 0; b < block; ++b) w[b] = reinterpret_cast<const float*>(base + sz(b) * scores_bytes)[j];
+          kernels::add_scaled_f16_rows({reinterpret_cast<const uint16_t*>(v_row(j)), sz(v_len)}, {w, sz(block)},
+                                       {outs, sz(block)});
         }
       }
     }

@@ -120,9 +120,9 @@ struct Session::Sizes {
     z.n_slots = std::max<int64_t>(1, n_threads);
     const int64_t n_ctx = default_ctx(c, o.n_ctx);
     const GgmlType qt = kernels::vec_dot_type(o.kv_type);
-    z.slot_bytes = align_up(sz(n_ctx) * 4) + align_up(sz(n_ctx) * 2) +
-                   align_up(ggml_row_bytes(qt, static_cast<uint64_t>(k_len))) + align_up(sz(v_len) * 4) +
-                   align_up(sz(n_ctx) * 4);
+    z.slot_bytes = kAttnHeadBlock * align_up(sz(n_ctx) * 4) + align_up(sz(n_ctx) * 2) +
+                   kAttnHeadBlock * align_up(ggml_row_bytes(qt, static_cast<uint64_t>(k_len))) +
+                   align_up(sz(v_len) * 4) + align_up(sz(n_ctx) * 4);
     z.slots = z.slot_bytes * sz(z.n_slots);
     return z;
   }

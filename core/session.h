@@ -168,7 +168,9 @@ class Session {
   std::vector<float> rope_cache_;
   std::vector<float> logits_;
   std::vector<std::byte> mm_scratch_;
-  // Per attention slot (one per thread): scores, quantized q, rounded softmax, value row.
+  // Per attention slot (one per thread): scores and quantized q for kAttnHeadBlock heads,
+  // rounded softmax, value row, value column.
+  static constexpr int64_t kAttnHeadBlock = 4;
   int64_t n_slots_ = 1;
   size_t slot_bytes_ = 0;
   std::vector<std::byte> slots_;

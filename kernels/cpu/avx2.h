@@ -8,6 +8,7 @@
 namespace sluice::kernels::cpu::avx2 {
 
 void dequantize_f16(const void* src, float* dst, int64_t n);
+void add_scaled_f16(const uint16_t* v, int64_t n, const float* weight, float* const* out, int n_out);
 
 void quantize_q8_0(const float* src, void* dst, int64_t n);
 void quantize_q8_1(const float* src, void* dst, int64_t n);

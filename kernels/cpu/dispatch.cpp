@@ -39,6 +39,7 @@ KernelTable make_scalar_table() {
   set(t, GgmlType::Q8_K, dequantize_q8_k, quantize_q8_k, nullptr);
   t.vec_dot_repack[size_t(GgmlType::Q4_K)] = vec_dot_q4_k_repack;
   t.vec_dot_repack_gemm[size_t(GgmlType::Q4_K)] = vec_dot_q4_k_repack_gemm;
+  t.add_scaled_f16 = add_scaled_f16;
   return t;
 }
 

@@ -23,6 +23,9 @@ using VecDotFn = float (*)(const void* w, const void* act, int64_t n);
 // the weight blocks are unpacked once for all of them, and each out[t] is bit-identical to the
 // single-row VecDotFn of the same table slot on row t.
 using VecDotMultiFn = void (*)(const void* w, const void* act, size_t act_stride, int64_t n, float* out);
+// out[g][i] += weight[g] * v[i] for g < n_out, v an F16 row of n values: a multiply and an add,
+// each rounded (never fused), so every output is the scalar loop's `o[i] += w * v[i]`.
+using AddScaledF16Fn = void (*)(const uint16_t* v, int64_t n, const float* weight, float* const* out, int n_out);
 
 constexpr size_t kTypeSlots = 40;  // ggml type ids 0..39
 
@@ -40,6 +43,7 @@ struct KernelTable {
   VecDotMultiFn vec_dot_multi[kTypeSlots][2] = {};
   VecDotMultiFn vec_dot_repack_multi[kTypeSlots][2] = {};
   VecDotMultiFn vec_dot_repack_gemm_multi[kTypeSlots][2] = {};
+  AddScaledF16Fn add_scaled_f16 = nullptr;
 };
 
 const KernelTable& scalar_kernels();

@@ -10,6 +10,7 @@ void add_avx2_kernels(KernelTable& t) {
   auto dot = [&t](GgmlType type, VecDotFn fn) { t.vec_dot[size_t(type)] = fn; };
   auto quantize = [&t](GgmlType type, QuantizeFn fn) { t.quantize[size_t(type)] = fn; };
   t.dequantize[size_t(GgmlType::F16)] = avx2::dequantize_f16;
+  t.add_scaled_f16 = avx2::add_scaled_f16;
   quantize(GgmlType::Q8_0, avx2::quantize_q8_0);
   quantize(GgmlType::Q8_1, avx2::quantize_q8_1);
   quantize(GgmlType::Q8_K, avx2::quantize_q8_k);

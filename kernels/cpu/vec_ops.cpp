@@ -1,5 +1,7 @@
 #include "kernels/vec_ops.h"
 
+#include "kernels/cpu/dispatch.h"
+
 namespace sluice::kernels {
 
 void add(std::span<const float> a, std::span<const float> b, std::span<float> y) {
@@ -19,6 +21,10 @@ void add_scaled(std::span<const float> x, float s, std::span<float> y) {
     const float p = x[i] * s;
     y[i] += p;
   }
+}
+
+void add_scaled_f16_rows(std::span<const uint16_t> v, std::span<const float> weights, std::span<float* const> outs) {
+  cpu::best_kernels().add_scaled_f16(v.data(), int64_t(v.size()), weights.data(), outs.data(), int(outs.size()));
 }
 
 }  // namespace sluice::kernels
