@@ -183,12 +183,10 @@ void Session::attend(int64_t il, int64_t n, const float* q, int64_t q_stride,
           }
         }
         if (kt != GgmlType::F16) continue;
-        float w[kAttnHeadBlock];
-        for (int64_t j = 0; j < n_vis; ++j) {
-          for (int64_t b = 0; b < block; ++b) w[b] = reinterpret_cast<const float*>(base + sz(b) * scores_bytes)[j];
-          kernels::add_scaled_f16_rows({reinterpret_cast<const uint16_t*>(v_row(j)), sz(v_len)}, {w, sz(block)},
-                                       {outs, sz(block)});
-        }
+        const float* weights[kAttnHeadBlock];
+        for (int64_t b = 0; b < block; ++b) weights[b] = reinterpret_cast<const float*>(base + sz(b) * scores_bytes);
+        const size_t v_stride = mla ? kv.k_row_bytes() : kv.v_row_bytes();
+        kernels::add_scaled_f16_rows(v_row(0), v_stride, n_vis, v_len, {weights, sz(block)}, {outs, sz(block)});
       }
     }
   });

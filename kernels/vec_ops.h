@@ -12,9 +12,12 @@ void mul(std::span<const float> a, std::span<const float> b, std::span<float> y)
 void scale(std::span<const float> x, float s, std::span<float> y);                 // y = x * s
 // y += x * s (one rounding for the product, one for the sum)
 void add_scaled(std::span<const float> x, float s, std::span<float> y);
-// outs[g][i] += weights[g] * v[i] for every g, v an F16 row (ggml's bits), each product and sum
-// rounded as add_scaled's are: one widening of v serves all the outputs (attention's heads that
-// share a value row). Every outs[g] holds v.size() floats.
-void add_scaled_f16_rows(std::span<const uint16_t> v, std::span<const float> weights, std::span<float* const> outs);
+// For j = 0 .. n_rows-1 in order: outs[g][i] += weights[g][j] * v_j[i] for every g, v_j the F16
+// row of `n` values at rows + j * row_stride (ggml's bits), each product and sum rounded as
+// add_scaled's are. The rows are widened once for all the outputs (attention's heads that share
+// a value row), and the outputs stay in registers across a tile of rows. Every outs[g] holds n
+// floats and every weights[g] n_rows; weights.size() == outs.size().
+void add_scaled_f16_rows(const std::byte* rows, size_t row_stride, int64_t n_rows, int64_t n,
+                         std::span<const float* const> weights, std::span<float* const> outs);
 
 }  // namespace sluice::kernels

@@ -1,4 +1,4 @@
-// Multi-row dot kernels (one weight row against 2 or 4 activation rows, unpacking the weights
+// Multi-row dot kernels (one weight row against 2, 4 or 8 activation rows, unpacking the weights
 // once) give each row exactly the single-row kernel's result, in every summation order; and
 // matmul with sequence runs gives each sequence the results it gets alone.
 #include <doctest/doctest.h>
@@ -58,18 +58,18 @@ TEST_CASE("multi-row dot kernels equal the single-row kernel on every row, bit f
     const auto w = quantized_rows(type, 3, n, 7 + uint32_t(ti), 0.05f);
     const GgmlType act_type = sluice::kernels::vec_dot_type(type);
     const size_t w_row = sluice::ggml_row_bytes(type, n), act_row = sluice::ggml_row_bytes(act_type, n);
-    std::vector<std::byte> act(act_row * 4);
-    for (int t = 0; t < 4; ++t) {
+    std::vector<std::byte> act(act_row * 8);
+    for (int t = 0; t < 8; ++t) {
       const auto xr = random_row(n, 100 + uint32_t(t), t == 3 ? 40.0f : 1.0f);  // one row of large values
       sluice::kernels::quantize_row(act_type, xr.data(), act.data() + size_t(t) * act_row, n);
     }
     for (const Order& o : orders) {
-      for (int m = 0; m < 2; ++m) {
+      for (int m = 0; m < 3; ++m) {
         if (o.one == nullptr || o.multi[m] == nullptr) continue;
-        const int rows = m == 0 ? 2 : 4;
+        const int rows = sluice::kernels::cpu::KernelTable::kMultiWidths[m];
         for (int r = 0; r < 3; ++r) {
           const std::byte* wr = w.data() + size_t(r) * w_row;
-          float out[4] = {};
+          float out[8] = {};
           o.multi[m](wr, act.data(), act_row, n, out);
           for (int t = 0; t < rows; ++t) {
             INFO(sluice::ggml_traits(type).name << " " << o.name << " x" << rows << " weight row " << r << " token " << t);
@@ -87,7 +87,7 @@ TEST_CASE("multi-row dot kernels equal the single-row kernel on every row, bit f
     }
   }
   if (checked == 0) MESSAGE("this CPU's kernel table (" << k.isa << ") has no multi-row kernels: nothing to compare");
-  else CHECK(checked == 22);  // Q4_K in three orders, eight more types in one; x2 and x4 each
+  else CHECK(checked == 23);  // Q4_K in three orders, eight more types in one, x2 and x4 each; x8 for Q3_K
 }
 
 TEST_CASE("matmul with sequence runs gives each sequence the results it gets alone") {

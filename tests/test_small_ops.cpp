@@ -10,6 +10,8 @@
 #include "kernels/rope.h"
 #include "kernels/softmax.h"
 #include "kernels/topk.h"
+#include "kernels/cpu/dispatch.h"
+#include "kernels/quant.h"
 #include "kernels/vec_ops.h"
 
 using namespace sluice::kernels;
@@ -111,4 +113,43 @@ TEST_CASE("vector add, mul, scale and add_scaled") {
   CHECK(y == std::vector<float>{2, 4});
   add_scaled(b, 0.5f, y);
   CHECK(y == std::vector<float>{3.5f, 6});
+}
+
+TEST_CASE("add_scaled_f16_rows sums each output row by row as add_scaled does, in every kernel table") {
+  // 5 outputs (a block of 4 and one more), 150 rows (tiles of 64 and a remainder), 37 values (two
+  // 16-value groups and a tail), a row stride wider than the row.
+  constexpr int64_t n = 37, n_rows = 150, stride_values = 40;
+  constexpr int n_out = 5;
+  std::vector<uint16_t> rows(size_t(n_rows * stride_values));
+  std::vector<float> row_f32(rows.size());
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const float v = std::sin(0.37f * float(i)) * 3.0f;
+    sluice::kernels::quantize_row(sluice::GgmlType::F16, &v, reinterpret_cast<std::byte*>(&rows[i]), 1);
+    sluice::kernels::dequantize_row(sluice::GgmlType::F16, reinterpret_cast<const std::byte*>(&rows[i]), &row_f32[i], 1);
+  }
+  std::vector<std::vector<float>> weights(n_out, std::vector<float>(n_rows));
+  for (int g = 0; g < n_out; ++g)
+    for (int64_t j = 0; j < n_rows; ++j) weights[size_t(g)][size_t(j)] = std::cos(0.11f * float(j + 7 * g)) / float(g + 1);
+  // Expected: add_scaled row by row, starting from a non-zero output.
+  std::vector<std::vector<float>> expected(n_out, std::vector<float>(n, 0.25f));
+  for (int g = 0; g < n_out; ++g)
+    for (int64_t j = 0; j < n_rows; ++j)
+      add_scaled({row_f32.data() + j * stride_values, size_t(n)}, weights[size_t(g)][size_t(j)], expected[size_t(g)]);
+  const float* w_ptrs[n_out];
+  for (int g = 0; g < n_out; ++g) w_ptrs[g] = weights[size_t(g)].data();
+  for (const auto* table : {&sluice::kernels::cpu::scalar_kernels(), &sluice::kernels::cpu::best_kernels()}) {
+    std::vector<std::vector<float>> got(n_out, std::vector<float>(n, 0.25f));
+    float* o_ptrs[n_out];
+    for (int g = 0; g < n_out; ++g) o_ptrs[g] = got[size_t(g)].data();
+    table->add_scaled_f16(reinterpret_cast<const std::byte*>(rows.data()), size_t(stride_values) * 2, n_rows, n, w_ptrs,
+                          o_ptrs, n_out);
+    INFO("kernel table " << table->isa);
+    CHECK(got == expected);
+  }
+  std::vector<std::vector<float>> api(n_out, std::vector<float>(n, 0.25f));
+  float* o_ptrs[n_out];
+  for (int g = 0; g < n_out; ++g) o_ptrs[g] = api[size_t(g)].data();
+  add_scaled_f16_rows(reinterpret_cast<const std::byte*>(rows.data()), size_t(stride_values) * 2, n_rows, n, w_ptrs,
+                      o_ptrs);
+  CHECK(api == expected);
 }

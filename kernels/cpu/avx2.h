@@ -8,7 +8,8 @@
 namespace sluice::kernels::cpu::avx2 {
 
 void dequantize_f16(const void* src, float* dst, int64_t n);
-void add_scaled_f16(const uint16_t* v, int64_t n, const float* weight, float* const* out, int n_out);
+void add_scaled_f16(const std::byte* rows, size_t row_stride, int64_t n_rows, int64_t n,
+                    const float* const* weight, float* const* out, int n_out);
 
 void quantize_q8_0(const float* src, void* dst, int64_t n);
 void quantize_q8_1(const float* src, void* dst, int64_t n);
@@ -54,6 +55,7 @@ void vec_dot_q2_k_x2(const void* w, const void* act, size_t act_stride, int64_t 
 void vec_dot_q2_k_x4(const void* w, const void* act, size_t act_stride, int64_t n, float* out);
 void vec_dot_q3_k_x2(const void* w, const void* act, size_t act_stride, int64_t n, float* out);
 void vec_dot_q3_k_x4(const void* w, const void* act, size_t act_stride, int64_t n, float* out);
+void vec_dot_q3_k_x8(const void* w, const void* act, size_t act_stride, int64_t n, float* out);
 void vec_dot_q6_k_x2(const void* w, const void* act, size_t act_stride, int64_t n, float* out);
 void vec_dot_q6_k_x4(const void* w, const void* act, size_t act_stride, int64_t n, float* out);
 

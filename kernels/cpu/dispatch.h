@@ -23,9 +23,11 @@ using VecDotFn = float (*)(const void* w, const void* act, int64_t n);
 // the weight blocks are unpacked once for all of them, and each out[t] is bit-identical to the
 // single-row VecDotFn of the same table slot on row t.
 using VecDotMultiFn = void (*)(const void* w, const void* act, size_t act_stride, int64_t n, float* out);
-// out[g][i] += weight[g] * v[i] for g < n_out, v an F16 row of n values: a multiply and an add,
-// each rounded (never fused), so every output is the scalar loop's `o[i] += w * v[i]`.
-using AddScaledF16Fn = void (*)(const uint16_t* v, int64_t n, const float* weight, float* const* out, int n_out);
+// For j = 0 .. n_rows-1 in order: out[g][i] += weight[g][j] * v_j[i] for g < n_out, v_j the F16
+// row of n values at rows + j * row_stride: a multiply and an add, each rounded (never fused), so
+// every output is the scalar loop's `o[i] += w * v[i]` run row after row.
+using AddScaledF16Fn = void (*)(const std::byte* rows, size_t row_stride, int64_t n_rows, int64_t n,
+                                const float* const* weight, float* const* out, int n_out);
 
 constexpr size_t kTypeSlots = 40;  // ggml type ids 0..39
 
@@ -38,11 +40,13 @@ struct KernelTable {
   // that llama.cpp repacks (WeightMatrix::repacked); null where sluice has no such order.
   VecDotFn vec_dot_repack[kTypeSlots] = {};       // the GEMV's order (per super-block)
   VecDotFn vec_dot_repack_gemm[kTypeSlots] = {};  // the 4-row GEMM's order (per sub-block pair)
-  // Multi-row versions of the three tables above, for 2 and 4 activation rows ([0]: x2, [1]: x4);
-  // null where there is none (matmul then calls the single-row entry per row).
-  VecDotMultiFn vec_dot_multi[kTypeSlots][2] = {};
-  VecDotMultiFn vec_dot_repack_multi[kTypeSlots][2] = {};
-  VecDotMultiFn vec_dot_repack_gemm_multi[kTypeSlots][2] = {};
+  // Multi-row versions of the three tables above, for 2, 4 and 8 activation rows ([0]: x2,
+  // [1]: x4, [2]: x8, the last for batches: prefill, expert-major products); null where there is
+  // none (matmul then takes the next smaller one, down to the single-row entry).
+  static constexpr int kMultiWidths[3] = {2, 4, 8};
+  VecDotMultiFn vec_dot_multi[kTypeSlots][3] = {};
+  VecDotMultiFn vec_dot_repack_multi[kTypeSlots][3] = {};
+  VecDotMultiFn vec_dot_repack_gemm_multi[kTypeSlots][3] = {};
   AddScaledF16Fn add_scaled_f16 = nullptr;
 };
 

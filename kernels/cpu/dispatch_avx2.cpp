@@ -32,9 +32,13 @@ void add_avx2_kernels(KernelTable& t) {
   dot(GgmlType::Q6_K, avx2::vec_dot_q6_k);
   t.vec_dot_repack[size_t(GgmlType::Q4_K)] = avx2::vec_dot_q4_k_repack;
   t.vec_dot_repack_gemm[size_t(GgmlType::Q4_K)] = avx2::vec_dot_q4_k_repack_gemm;
-  auto multi = [](VecDotMultiFn (&slot)[kTypeSlots][2], GgmlType type, VecDotMultiFn x2, VecDotMultiFn x4) {
+  // x8 only where it measured faster than two x4 calls (sluice bench kernels --tokens 64): Q3_K,
+  // whose weight unpacking is the costliest; Q2_K and Q6_K lose to register pressure.
+  auto multi = [](VecDotMultiFn (&slot)[kTypeSlots][3], GgmlType type, VecDotMultiFn x2, VecDotMultiFn x4,
+                  VecDotMultiFn x8 = nullptr) {
     slot[size_t(type)][0] = x2;
     slot[size_t(type)][1] = x4;
+    slot[size_t(type)][2] = x8;
   };
   multi(t.vec_dot_multi, GgmlType::Q4_K, avx2::vec_dot_q4_k_x2, avx2::vec_dot_q4_k_x4);
   multi(t.vec_dot_multi, GgmlType::Q8_0, avx2::vec_dot_q8_0_x2, avx2::vec_dot_q8_0_x4);
@@ -43,7 +47,7 @@ void add_avx2_kernels(KernelTable& t) {
   multi(t.vec_dot_multi, GgmlType::MXFP4, avx2::vec_dot_mxfp4_x2, avx2::vec_dot_mxfp4_x4);
   multi(t.vec_dot_multi, GgmlType::IQ4_NL, avx2::vec_dot_iq4_nl_x2, avx2::vec_dot_iq4_nl_x4);
   multi(t.vec_dot_multi, GgmlType::Q2_K, avx2::vec_dot_q2_k_x2, avx2::vec_dot_q2_k_x4);
-  multi(t.vec_dot_multi, GgmlType::Q3_K, avx2::vec_dot_q3_k_x2, avx2::vec_dot_q3_k_x4);
+  multi(t.vec_dot_multi, GgmlType::Q3_K, avx2::vec_dot_q3_k_x2, avx2::vec_dot_q3_k_x4, avx2::vec_dot_q3_k_x8);
   multi(t.vec_dot_multi, GgmlType::Q6_K, avx2::vec_dot_q6_k_x2, avx2::vec_dot_q6_k_x4);
   multi(t.vec_dot_repack_multi, GgmlType::Q4_K, avx2::vec_dot_q4_k_repack_x2, avx2::vec_dot_q4_k_repack_x4);
   multi(t.vec_dot_repack_gemm_multi, GgmlType::Q4_K, avx2::vec_dot_q4_k_repack_gemm_x2,

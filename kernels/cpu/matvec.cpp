@@ -54,6 +54,7 @@ struct DotOrder {
   cpu::VecDotFn one;
   cpu::VecDotMultiFn x2;
   cpu::VecDotMultiFn x4;
+  cpu::VecDotMultiFn x8;
 };
 
 // Calls f(begin, end, gemm) over the tokens in maximal ranges of one summation order: with
@@ -113,12 +114,14 @@ void matmul(const WeightMatrix& w, std::span<const float> x, int64_t n_tokens, s
   // The dot of token t: vec_dot, or for a matrix llama.cpp repacks the GEMM's order for the
   // leading whole groups of 4 tokens of each run (when the run has at least 4) and the GEMV's
   // for the rest.
-  DotOrder gemv{k.vec_dot[ti], k.vec_dot_multi[ti][0], k.vec_dot_multi[ti][1]}, gemm = gemv;
+  DotOrder gemv{k.vec_dot[ti], k.vec_dot_multi[ti][0], k.vec_dot_multi[ti][1], k.vec_dot_multi[ti][2]}, gemm = gemv;
   bool any_gemm = false;
   if (w.repack != GgmlRepack::none && k.vec_dot_repack[ti] != nullptr) {
-    gemv = gemm = {k.vec_dot_repack[ti], k.vec_dot_repack_multi[ti][0], k.vec_dot_repack_multi[ti][1]};
+    gemv = gemm = {k.vec_dot_repack[ti], k.vec_dot_repack_multi[ti][0], k.vec_dot_repack_multi[ti][1],
+                   k.vec_dot_repack_multi[ti][2]};
     if (w.repack == GgmlRepack::mul_mat) {
-      gemm = {k.vec_dot_repack_gemm[ti], k.vec_dot_repack_gemm_multi[ti][0], k.vec_dot_repack_gemm_multi[ti][1]};
+      gemm = {k.vec_dot_repack_gemm[ti], k.vec_dot_repack_gemm_multi[ti][0], k.vec_dot_repack_gemm_multi[ti][1],
+              k.vec_dot_repack_gemm_multi[ti][2]};
       any_gemm = true;
     }
   }
@@ -132,7 +135,7 @@ void matmul(const WeightMatrix& w, std::span<const float> x, int64_t n_tokens, s
   // values) then stream from memory once per tile rather than once per row. A single token has
   // nothing to share, so its tile is one row. Which call computes an element does not change.
   const int64_t tile_rows =
-      n_tokens <= 4 ? 1 : std::max<int64_t>(1, int64_t(kRowTileBytes / std::max<size_t>(w.row_stride, 1)));
+      n_tokens <= 8 ? 1 : std::max<int64_t>(1, int64_t(kRowTileBytes / std::max<size_t>(w.row_stride, 1)));
   pool.parallel_for(w.n_rows, kRowGrain, [&](int64_t begin, int64_t end) {
     for (int64_t tile = begin; tile < end; tile += tile_rows) {
       const int64_t tile_end = std::min(end, tile + tile_rows);
@@ -144,14 +147,16 @@ void matmul(const WeightMatrix& w, std::span<const float> x, int64_t n_tokens, s
           const std::byte* act = scratch.data() + size_t(t) * act_row;
           for (int64_t r = tile; r < tile_end; ++r) {
             const std::byte* row = w.data + size_t(r) * w.row_stride;
-            float out[4];
-            if (count == 4) o.x4(row, act, act_row, w.n_cols, out);
+            float out[8];
+            if (count == 8) o.x8(row, act, act_row, w.n_cols, out);
+            else if (count == 4) o.x4(row, act, act_row, w.n_cols, out);
             else if (count == 2) o.x2(row, act, act_row, w.n_cols, out);
             else out[0] = o.one(row, act, w.n_cols);
             for (int i = 0; i < count; ++i) y[size_t((t + i) * w.n_rows + r)] = out[i];
           }
         };
         int64_t t = s;
+        for (; o.x8 && e - t >= 8; t += 8) dots(t, 8);
         for (; o.x4 && e - t >= 4; t += 4) dots(t, 4);
         if (o.x2 && e - t >= 2) {
           dots(t, 2);

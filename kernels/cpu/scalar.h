@@ -67,6 +67,7 @@ float vec_dot_q5_k(const void* w, const void* act, int64_t n);
 float vec_dot_q6_k(const void* w, const void* act, int64_t n);
 
 // ---- out[g][i] += weight[g] * v[i] over an F16 row (see AddScaledF16Fn) ----
-void add_scaled_f16(const uint16_t* v, int64_t n, const float* weight, float* const* out, int n_out);
+void add_scaled_f16(const std::byte* rows, size_t row_stride, int64_t n_rows, int64_t n,
+                    const float* const* weight, float* const* out, int n_out);
 
 }  // namespace sluice::kernels::cpu

@@ -320,7 +320,9 @@ void q2_k_dots(const void* w, const void* act, size_t act_stride, int64_t n, flo
   const __m256i ones16 = _mm256_set1_epi16(1);
   __m256 acc[NT];
   float mins_sum[NT];
-  __m128 mins_sum4 = _mm_setzero_ps();  // NT == 4: the four rows' mins_sum as lanes
+  // NT % 4 == 0: each four rows' mins_sum as the lanes of one vector, reduced together.
+  __m128 mins_sum4[NT / 4 > 0 ? NT / 4 : 1];
+  for (auto& m : mins_sum4) m = _mm_setzero_ps();
   for (int t = 0; t < NT; ++t) {
     acc[t] = _mm256_setzero_ps();
     mins_sum[t] = 0.0f;
@@ -334,10 +336,13 @@ void q2_k_dots(const void* w, const void* act, size_t act_stride, int64_t n, flo
     auto min_products = [&](int t) {
       return _mm256_madd_epi16(mins, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[t][i].bsums)));
     };
-    if constexpr (NT == 4) {
-      const __m128i m4 = hsum4_i32(min_products(0), min_products(1), min_products(2), min_products(3));
-      const __m128 dy = _mm_set_ps(y[3][i].d, y[2][i].d, y[1][i].d, y[0][i].d);
-      mins_sum4 = _mm_fmadd_ps(_mm_mul_ps(dy, _mm_set1_ps(xdmin)), _mm_cvtepi32_ps(m4), mins_sum4);
+    if constexpr (NT % 4 == 0) {
+      for (int q = 0; q < NT / 4; ++q) {
+        const int r = 4 * q;
+        const __m128i m4 = hsum4_i32(min_products(r), min_products(r + 1), min_products(r + 2), min_products(r + 3));
+        const __m128 dy = _mm_set_ps(y[r + 3][i].d, y[r + 2][i].d, y[r + 1][i].d, y[r][i].d);
+        mins_sum4[q] = _mm_fmadd_ps(_mm_mul_ps(dy, _mm_set1_ps(xdmin)), _mm_cvtepi32_ps(m4), mins_sum4[q]);
+      }
     } else {
       for (int t = 0; t < NT; ++t)
         mins_sum[t] = std::fma(y[t][i].d * xdmin, float(hsum_i32(min_products(t))), mins_sum[t]);
@@ -364,7 +369,8 @@ void q2_k_dots(const void* w, const void* act, size_t act_stride, int64_t n, flo
     for (int t = 0; t < NT; ++t)
       acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(y[t][i].d * xd), _mm256_cvtepi32_ps(sumi[t]), acc[t]);
   }
-  if constexpr (NT == 4) _mm_storeu_ps(mins_sum, mins_sum4);
+  if constexpr (NT % 4 == 0)
+    for (int q = 0; q < NT / 4; ++q) _mm_storeu_ps(mins_sum + 4 * q, mins_sum4[q]);
   for (int t = 0; t < NT; ++t) out[t] = hsum(acc[t]) - mins_sum[t];
 }
 
@@ -422,5 +428,6 @@ void vec_dot_q2_k_x4(const void* w, const void* act, size_t stride, int64_t n, f
 float vec_dot_q3_k(const void* w, const void* act, int64_t n) { return one_row<q3_k_dots<1>>(w, act, n); }
 void vec_dot_q3_k_x2(const void* w, const void* act, size_t stride, int64_t n, float* out) { q3_k_dots<2>(w, act, stride, n, out); }
 void vec_dot_q3_k_x4(const void* w, const void* act, size_t stride, int64_t n, float* out) { q3_k_dots<4>(w, act, stride, n, out); }
+void vec_dot_q3_k_x8(const void* w, const void* act, size_t stride, int64_t n, float* out) { q3_k_dots<8>(w, act, stride, n, out); }
 
 }  // namespace sluice::kernels::cpu::avx2

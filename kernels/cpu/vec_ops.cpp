@@ -1,5 +1,7 @@
 #include "kernels/vec_ops.h"
 
+#include <algorithm>
+
 #include "kernels/cpu/dispatch.h"
 
 namespace sluice::kernels {
@@ -23,8 +25,10 @@ void add_scaled(std::span<const float> x, float s, std::span<float> y) {
   }
 }
 
-void add_scaled_f16_rows(std::span<const uint16_t> v, std::span<const float> weights, std::span<float* const> outs) {
-  cpu::best_kernels().add_scaled_f16(v.data(), int64_t(v.size()), weights.data(), outs.data(), int(outs.size()));
+void add_scaled_f16_rows(const std::byte* rows, size_t row_stride, int64_t n_rows, int64_t n,
+                         std::span<const float* const> weights, std::span<float* const> outs) {
+  cpu::best_kernels().add_scaled_f16(rows, row_stride, n_rows, n, weights.data(), outs.data(),
+                                     int(std::min(weights.size(), outs.size())));
 }
 
 }  // namespace sluice::kernels
