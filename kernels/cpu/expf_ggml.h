@@ -5,7 +5,9 @@
 // step as llama.cpp. Each fmadd is one std::fma, so the emulation is exact on any CPU.
 #pragma once
 
+#include <bit>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 
 namespace sluice::kernels::detail {
@@ -20,7 +22,11 @@ inline float ggml_v_expf(float x) {
                                     std::fma(0x1.555e66p-3f, b, 0x1.fffdb6p-2f)),
                            u, std::fma(0x1.ffffecp-1f, b, 1.0f));
   if (std::fabs(n) > 192.0f) return n <= 0.0f ? 0.0f : std::numeric_limits<float>::infinity();
-  return std::ldexp(j, static_cast<int>(n));
+  // j lies in about [0.7, 1.5], so for -125 <= n <= 126 the result is a normal float and
+  // j * 2^n (2^n built from its bits) is exact: ldexp's value without its libm call.
+  const int e = static_cast<int>(n);
+  if (e >= -125 && e <= 126) return j * std::bit_cast<float>(static_cast<uint32_t>(e + 127) << 23);
+  return std::ldexp(j, e);
 }
 
 // _mm512_reduce_add_ps as GCC implements it: halves, then quarters, then pairs.

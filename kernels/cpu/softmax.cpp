@@ -2,33 +2,24 @@
 
 #include <cmath>
 #include <limits>
+#include <span>
 
 #include "kernels/cpu/expf_ggml.h"
 
 namespace sluice::kernels {
 
+namespace plain_impl {
+#include "kernels/cpu/softmax_impl.h"
+}  // namespace plain_impl
+
+namespace fma_impl {
+void softmax(std::span<float> x, float scale);  // softmax_avx2.cpp
+}  // namespace fma_impl
+
 void softmax(std::span<float> x, float scale) {
-  if (x.empty()) return;
-  if (scale != 1.0f) {
-    for (float& v : x) v *= scale;
-  }
-  float max = -std::numeric_limits<float>::infinity();
-  for (float v : x) max = v > max ? v : max;
-  // ggml_vec_soft_max_f32 (AVX-512): 16-lane blocks through ggml_v_expf, each block summed by
-  // _mm512_reduce_add_ps and added in double; the tail through libm expf.
-  double sum = 0.0;
-  const size_t n_simd = x.size() / 16 * 16;
-  size_t i = 0;
-  for (; i < n_simd; i += 16) {
-    for (size_t k = 0; k < 16; ++k) x[i + k] = detail::ggml_v_expf(x[i + k] - max);
-    sum += static_cast<double>(detail::reduce_add_16(&x[i]));
-  }
-  for (; i < x.size(); ++i) {
-    x[i] = std::exp(x[i] - max);
-    sum += static_cast<double>(x[i]);
-  }
-  const float inv = static_cast<float>(1.0 / sum);
-  for (float& v : x) v *= inv;
+  static const bool have_fma = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  if (have_fma) fma_impl::softmax(x, scale);
+  else plain_impl::softmax_impl(x, scale);
 }
 
 }  // namespace sluice::kernels
