@@ -110,6 +110,24 @@ TEST_CASE("matmul over several tokens equals one matvec per token") {
   }
 }
 
+TEST_CASE("a batch that walks several row tiles per thread chunk equals one matvec per token") {
+  // 1536 rows of 2048 values: a chunk of 192 rows is 126 KiB of Q2_K and 165 KiB of Q3_K, more
+  // than one 96 KiB row tile. 19 tokens take the x8 (Q3_K), x4, x2 and one-token kernels.
+  ThreadPool pool(2);
+  constexpr int64_t rows = 1536, cols = 2048, n_tokens = 19;
+  for (GgmlType type : {GgmlType::Q2_K, GgmlType::Q3_K}) {
+    const auto m = random_matrix(type, rows, cols, 31);
+    const auto x = random_row(cols * n_tokens, 37);
+    const auto y = run_matmul(m.w, x, n_tokens, pool);
+    for (int64_t t = 0; t < n_tokens; ++t) {
+      const std::vector<float> xt(x.begin() + t * cols, x.begin() + (t + 1) * cols);
+      const auto yt = run_matmul(m.w, xt, 1, pool);
+      INFO(sluice::ggml_traits(type).name << " token " << t);
+      CHECK(std::vector<float>(y.begin() + t * rows, y.begin() + (t + 1) * rows) == yt);
+    }
+  }
+}
+
 // llama.cpp (x86, REPACK) multiplies a Q4_K matrix with 8k rows in its repacked GEMV/GEMM, which
 // accumulate fma(isum, d_w * d_a) and fma(min sum, dmin_w * d_a) separately, per group of
 // `group` sub-blocks (GEMV: 8, 4-row GEMM: 2), and subtract at the end. Built here from the
