@@ -111,10 +111,11 @@ void Session::attend(int64_t il, int64_t n, const float* q, int64_t q_stride,
   const bool mla = c.is_mla();
   const bool f32 = kt == GgmlType::F32;
   const float kq_scale = c.kq_scale;
-  // An F16 cache takes the heads of one KV head kAttnHeadBlock at a time, so each value row is
-  // widened once for all of them (MLA: all 64 heads share one latent row). Every output element
-  // still sums the same products in the same order over the cells.
-  const int64_t block = kt == GgmlType::F16 && group % kAttnHeadBlock == 0 ? kAttnHeadBlock : 1;
+  // The cache is F32 or F16 (KvCache refuses the rest). An F16 cache takes the heads of one KV
+  // head kAttnHeadBlock at a time, so each value row is widened once for all of them (MLA: all
+  // 64 heads share one latent row). Every output element still sums the same products in the
+  // same order over the cells.
+  const int64_t block = !f32 && group % kAttnHeadBlock == 0 ? kAttnHeadBlock : 1;
   const int64_t n_units = n * (H / block);
   const int64_t n_slots = n_slots_;
   const size_t scores_bytes = align_up(sz(n_ctx) * 4);
@@ -122,12 +123,11 @@ void Session::attend(int64_t il, int64_t n, const float* q, int64_t q_stride,
   pool_.parallel_for(n_slots, 1, [&](int64_t s0, int64_t s1) {
     for (int64_t slot = s0; slot < s1; ++slot) {
       // Slot layout (Sizes::of): kAttnHeadBlock score rows, the F16-rounded softmax,
-      // kAttnHeadBlock quantized q rows, a value row, a value column.
+      // kAttnHeadBlock quantized q rows, a value column.
       std::byte* base = slots_.data() + sz(slot) * slot_bytes_;
       std::byte* p16 = base + kAttnHeadBlock * scores_bytes;
       std::byte* qact_base = p16 + align_up(sz(n_ctx) * 2);
-      float* vrow = reinterpret_cast<float*>(qact_base + kAttnHeadBlock * qact_bytes);
-      float* vcol = vrow + align_up(sz(v_len) * 4) / 4;
+      float* vcol = reinterpret_cast<float*>(qact_base + kAttnHeadBlock * qact_bytes);
       for (int64_t u = slot; u < n_units; u += n_slots) {
         const int64_t t = u / (H / block), h0 = (u % (H / block)) * block;
         const int64_t kvh = h0 / group;
@@ -171,18 +171,12 @@ void Session::attend(int64_t il, int64_t n, const float* q, int64_t q_stride,
             }
             continue;
           }
-          // F16 V: ggml rounds kq to F16 first
+          // F16 V: ggml rounds kq to F16 first; summed below, with the block's other heads
           kernels::quantize_row(GgmlType::F16, scores, p16, n_vis);
           kernels::dequantize_row(GgmlType::F16, p16, scores, n_vis);
           std::fill(o, o + v_len, 0.0f);
-          if (kt == GgmlType::F16) continue;  // summed below, with the block's other heads
-          for (int64_t j = 0; j < n_vis; ++j) {
-            kernels::dequantize_row(kt, v_row(j), vrow, v_len);
-            const float w = scores[j];
-            for (int64_t i = 0; i < v_len; ++i) o[i] += w * vrow[i];
-          }
         }
-        if (kt != GgmlType::F16) continue;
+        if (f32) continue;
         const float* weights[kAttnHeadBlock];
         for (int64_t b = 0; b < block; ++b) weights[b] = reinterpret_cast<const float*>(base + sz(b) * scores_bytes);
         const size_t v_stride = mla ? kv.k_row_bytes() : kv.v_row_bytes();

@@ -57,7 +57,7 @@ struct Session::Sizes {
     z.pos = sz(B);
     z.seqs = sz(o.n_seq);
     z.x = z.cur = z.attn_out = z.ffn_out = sz(B * E);
-    int64_t k_len = 0, v_len = 0;
+    int64_t k_len = 0;  // the attention slot's quantized q row
     if (c.is_mla()) {
       const int64_t N = c.qk_nope, R = c.qk_rope, L = c.kv_lora_rank, V = c.v_head_dim, H = c.n_head;
       z.qa = sz(B * c.q_lora_rank);
@@ -69,14 +69,12 @@ struct Session::Sizes {
       z.head_in = sz(B * std::max(N, L));
       z.head_res = sz(B * std::max(L, V));
       k_len = R + L;
-      v_len = L;
     } else {
       z.q = sz(B * c.n_head * c.head_dim_k);
       z.k = sz(B * c.n_head_kv * c.head_dim_k);
       z.v = sz(B * c.n_head_kv * c.head_dim_v);
       z.heads_out = sz(B * c.n_head * c.head_dim_v);
       k_len = c.head_dim_k;
-      v_len = c.head_dim_v;
     }
     z.rope_cache = sz(c.rope.n_dims);
     int64_t ff = 0;
@@ -122,7 +120,7 @@ struct Session::Sizes {
     const GgmlType qt = kernels::vec_dot_type(o.kv_type);
     z.slot_bytes = kAttnHeadBlock * align_up(sz(n_ctx) * 4) + align_up(sz(n_ctx) * 2) +
                    kAttnHeadBlock * align_up(ggml_row_bytes(qt, static_cast<uint64_t>(k_len))) +
-                   align_up(sz(v_len) * 4) + align_up(sz(n_ctx) * 4);
+                   align_up(sz(n_ctx) * 4);
     z.slots = z.slot_bytes * sz(z.n_slots);
     return z;
   }

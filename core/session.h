@@ -169,7 +169,7 @@ class Session {
   std::vector<float> logits_;
   std::vector<std::byte> mm_scratch_;
   // Per attention slot (one per thread): scores and quantized q for kAttnHeadBlock heads,
-  // rounded softmax, value row, value column.
+  // rounded softmax, value column (F32 cache).
   static constexpr int64_t kAttnHeadBlock = 4;
   int64_t n_slots_ = 1;
   size_t slot_bytes_ = 0;

@@ -66,6 +66,15 @@ KernelTable make_best_table() {
 
 }  // namespace
 
+bool have_avx2_fma() {
+#if defined(__x86_64__) || defined(__i386__)
+  static const bool ok = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  return ok;
+#else
+  return false;
+#endif
+}
+
 const KernelTable& scalar_kernels() {
   static const KernelTable table = make_scalar_table();
   return table;

@@ -53,6 +53,10 @@ struct KernelTable {
 const KernelTable& scalar_kernels();
 const KernelTable& best_kernels();
 
+// Whether the CPU runs code built with -mavx2 -mfma (checked once): picks the fma_impl copies of
+// bodies compiled twice (dot_f32, softmax) over their plain ones.
+bool have_avx2_fma();
+
 // Defined in the *_avx2.cpp files (compiled with -mavx2 -mfma -mf16c); only called after the
 // CPU check passes.
 void add_avx2_kernels(KernelTable& table);

@@ -114,14 +114,15 @@ void matmul(const WeightMatrix& w, std::span<const float> x, int64_t n_tokens, s
   // The dot of token t: vec_dot, or for a matrix llama.cpp repacks the GEMM's order for the
   // leading whole groups of 4 tokens of each run (when the run has at least 4) and the GEMV's
   // for the rest.
-  DotOrder gemv{k.vec_dot[ti], k.vec_dot_multi[ti][0], k.vec_dot_multi[ti][1], k.vec_dot_multi[ti][2]}, gemm = gemv;
+  auto order = [ti](const cpu::VecDotFn* one, const cpu::VecDotMultiFn (*multi)[3]) {
+    return DotOrder{one[ti], multi[ti][0], multi[ti][1], multi[ti][2]};
+  };
+  DotOrder gemv = order(k.vec_dot, k.vec_dot_multi), gemm = gemv;
   bool any_gemm = false;
   if (w.repack != GgmlRepack::none && k.vec_dot_repack[ti] != nullptr) {
-    gemv = gemm = {k.vec_dot_repack[ti], k.vec_dot_repack_multi[ti][0], k.vec_dot_repack_multi[ti][1],
-                   k.vec_dot_repack_multi[ti][2]};
+    gemv = gemm = order(k.vec_dot_repack, k.vec_dot_repack_multi);
     if (w.repack == GgmlRepack::mul_mat) {
-      gemm = {k.vec_dot_repack_gemm[ti], k.vec_dot_repack_gemm_multi[ti][0], k.vec_dot_repack_gemm_multi[ti][1],
-              k.vec_dot_repack_gemm_multi[ti][2]};
+      gemm = order(k.vec_dot_repack_gemm, k.vec_dot_repack_gemm_multi);
       any_gemm = true;
     }
   }

@@ -4,6 +4,7 @@
 #include <limits>
 #include <span>
 
+#include "kernels/cpu/dispatch.h"
 #include "kernels/cpu/expf_ggml.h"
 
 namespace sluice::kernels {
@@ -17,8 +18,7 @@ void softmax(std::span<float> x, float scale);  // softmax_avx2.cpp
 }  // namespace fma_impl
 
 void softmax(std::span<float> x, float scale) {
-  static const bool have_fma = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  if (have_fma) fma_impl::softmax(x, scale);
+  if (cpu::have_avx2_fma()) fma_impl::softmax(x, scale);
   else plain_impl::softmax_impl(x, scale);
 }
 

@@ -141,9 +141,10 @@ void q4_k_repack_dots(const void* w, const void* act, size_t act_stride, int64_t
     if constexpr (NT == 4) {
       const __m128 dy = _mm_set_ps(y[3][i].d, y[2][i].d, y[1][i].d, y[0][i].d);
       const __m128 d4 = _mm_mul_ps(_mm_set1_ps(xd), dy), dmin4 = _mm_mul_ps(_mm_set1_ps(xdmin), dy);
-      // Lane j of pair_sums: the min products of pair j for rows 0..3 (transposed).
+      // The GEMM order takes one sub-block pair at a time: each row's min pairs as scalars.
       alignas(16) int32_t mp[4][4];
-      for (int t = 0; t < 4; ++t) _mm_store_si128(reinterpret_cast<__m128i*>(mp[t]), min_pairs[t]);
+      if constexpr (kPairsPerGroup == 1)
+        for (int t = 0; t < 4; ++t) _mm_store_si128(reinterpret_cast<__m128i*>(mp[t]), min_pairs[t]);
       for (int g = 0; g < 4; g += kPairsPerGroup) {
         __m256i sumi[4];
         for (int t = 0; t < 4; ++t) sumi[t] = _mm256_setzero_si256();
@@ -152,7 +153,7 @@ void q4_k_repack_dots(const void* w, const void* act, size_t act_stride, int64_t
         __m128i group_mins;
         if constexpr (kPairsPerGroup == 4) {
           group_mins = hsum4_i32(min_pairs[0], min_pairs[1], min_pairs[2], min_pairs[3]);
-        } else {
+        } else {  // the GEMM order: pair g alone
           group_mins = _mm_set_epi32(mp[3][g], mp[2][g], mp[1][g], mp[0][g]);
         }
         acc4 = _mm_fmadd_ps(_mm_cvtepi32_ps(isum), d4, acc4);
@@ -320,9 +321,7 @@ void q2_k_dots(const void* w, const void* act, size_t act_stride, int64_t n, flo
   const __m256i ones16 = _mm256_set1_epi16(1);
   __m256 acc[NT];
   float mins_sum[NT];
-  // NT % 4 == 0: each four rows' mins_sum as the lanes of one vector, reduced together.
-  __m128 mins_sum4[NT / 4 > 0 ? NT / 4 : 1];
-  for (auto& m : mins_sum4) m = _mm_setzero_ps();
+  __m128 mins_sum4 = _mm_setzero_ps();  // NT == 4: the four rows' mins_sum as lanes, reduced together
   for (int t = 0; t < NT; ++t) {
     acc[t] = _mm256_setzero_ps();
     mins_sum[t] = 0.0f;
@@ -336,13 +335,10 @@ void q2_k_dots(const void* w, const void* act, size_t act_stride, int64_t n, flo
     auto min_products = [&](int t) {
       return _mm256_madd_epi16(mins, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[t][i].bsums)));
     };
-    if constexpr (NT % 4 == 0) {
-      for (int q = 0; q < NT / 4; ++q) {
-        const int r = 4 * q;
-        const __m128i m4 = hsum4_i32(min_products(r), min_products(r + 1), min_products(r + 2), min_products(r + 3));
-        const __m128 dy = _mm_set_ps(y[r + 3][i].d, y[r + 2][i].d, y[r + 1][i].d, y[r][i].d);
-        mins_sum4[q] = _mm_fmadd_ps(_mm_mul_ps(dy, _mm_set1_ps(xdmin)), _mm_cvtepi32_ps(m4), mins_sum4[q]);
-      }
+    if constexpr (NT == 4) {
+      const __m128i m4 = hsum4_i32(min_products(0), min_products(1), min_products(2), min_products(3));
+      const __m128 dy = _mm_set_ps(y[3][i].d, y[2][i].d, y[1][i].d, y[0][i].d);
+      mins_sum4 = _mm_fmadd_ps(_mm_mul_ps(dy, _mm_set1_ps(xdmin)), _mm_cvtepi32_ps(m4), mins_sum4);
     } else {
       for (int t = 0; t < NT; ++t)
         mins_sum[t] = std::fma(y[t][i].d * xdmin, float(hsum_i32(min_products(t))), mins_sum[t]);
@@ -369,8 +365,7 @@ void q2_k_dots(const void* w, const void* act, size_t act_stride, int64_t n, flo
     for (int t = 0; t < NT; ++t)
       acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(y[t][i].d * xd), _mm256_cvtepi32_ps(sumi[t]), acc[t]);
   }
-  if constexpr (NT % 4 == 0)
-    for (int q = 0; q < NT / 4; ++q) _mm_storeu_ps(mins_sum + 4 * q, mins_sum4[q]);
+  if constexpr (NT == 4) _mm_storeu_ps(mins_sum, mins_sum4);
   for (int t = 0; t < NT; ++t) out[t] = hsum(acc[t]) - mins_sum[t];
 }
 
