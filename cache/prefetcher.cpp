@@ -16,6 +16,10 @@ void PredictionCounters::add(const PredictionCounters& o) {
   previous_steps += o.previous_steps;
   previous_actual += o.previous_actual;
   previous_correct += o.previous_correct;
+  ahead_issued += o.ahead_issued;
+  ahead_issued_bytes += o.ahead_issued_bytes;
+  ahead_wasted += o.ahead_wasted;
+  ahead_wasted_bytes += o.ahead_wasted_bytes;
 }
 
 Prefetcher::Prefetcher(ShardCache& cache) : cache_(&cache), n_expert_(cache.layout().n_expert) {
@@ -54,6 +58,16 @@ size_t Prefetcher::predict(uint32_t layer, std::span<const int32_t> experts) {
   return pump();
 }
 
+size_t Prefetcher::read_ahead(uint32_t layer, std::span<const int32_t> experts) {
+  for (const int32_t e : experts) {
+    uint8_t& f = flag(layer, e);
+    if (f & (kIssued | kQueued)) continue;
+    f |= kQueued | kAhead;
+    queue_.push_back({layer, static_cast<uint32_t>(e)});
+  }
+  return pump();
+}
+
 size_t Prefetcher::pump() {
   if (queue_.empty() || cache_->demand_reads_in_flight() > 0) return 0;
   size_t started = 0, kept = 0, i = 0;
@@ -65,11 +79,14 @@ size_t Prefetcher::pump() {
       f &= static_cast<uint8_t>(~kQueued);
       continue;
     }
-    if (!cache_->prefetch(k)) break;  // caps reached (or no evictable slot): keep the rest queued
+    const bool ahead = f & kAhead;
+    // Caps reached (or no evictable slot): keep the rest queued, in order.
+    if (!(ahead ? cache_->read_ahead(k) : cache_->prefetch(k))) break;
     f = static_cast<uint8_t>((f & ~kQueued) | kIssued);
     ++started;
-    ++counters_[k.layer].issued;
-    counters_[k.layer].issued_bytes += shard_bytes_[k.layer];
+    PredictionCounters& c = counters_[k.layer];
+    ++(ahead ? c.ahead_issued : c.issued);
+    (ahead ? c.ahead_issued_bytes : c.issued_bytes) += shard_bytes_[k.layer];
   }
   for (; i < queue_.size(); ++i) queue_[kept++] = queue_[i];
   queue_.resize(kept);
@@ -94,8 +111,11 @@ void Prefetcher::observe(uint32_t layer, std::span<const int32_t> experts) {
     for (uint32_t e = 0; e < n_expert_; ++e) {
       if (f[e] & kPredicted) ++c.predicted;
       if ((f[e] & kPredicted) && (f[e] & kRouted)) ++c.correct;
-      if ((f[e] & kIssued) && !(f[e] & kRouted)) ++c.wasted, c.wasted_bytes += shard_bytes_[layer];
+      if ((f[e] & kIssued) && !(f[e] & kAhead) && !(f[e] & kRouted)) ++c.wasted, c.wasted_bytes += shard_bytes_[layer];
     }
+  }
+  for (uint32_t e = 0; e < n_expert_; ++e) {
+    if ((f[e] & kIssued) && (f[e] & kAhead) && !(f[e] & kRouted)) ++c.ahead_wasted, c.ahead_wasted_bytes += shard_bytes_[layer];
   }
   if (has_previous_[layer]) {
     ++c.previous_steps;

@@ -8,6 +8,9 @@
 //   prefetcher.pump();                    // when no demand read is in flight, starts queued
 //                                         // predictions not resident, in order, until the
 //                                         // cache's speculative caps (requests, bytes) refuse
+//   prefetcher.read_ahead(layer, experts); // a large batch's guess of its next layer's experts,
+//                                         // likely first: queued like a prediction, but started
+//                                         // with ShardCache::read_ahead (no speculative caps)
 //   prefetcher.observe(layer, routed);    // the experts the layer actually routed to: closes
 //                                         // the layer's predictions for the step into the stats
 //
@@ -20,6 +23,8 @@
 //   precision  = correct / predicted  share of predicted experts that were routed
 //   wasted     speculative reads issued for experts the layer did not route to in that step
 //              (they stay cached, and may hit later, but the read was not needed then)
+// Read-aheads are scored apart (ahead_*: issued and wasted), so that a prefill batch's guesses,
+// which cover most of a layer, do not blur the per-token recall and precision above;
 // and, to measure the cross-token signal rather than assume it, the same recall for "the layer's
 // experts of the previous step" as a predictor (previous_recall), over every observed step.
 //
@@ -45,6 +50,8 @@ struct PredictionCounters {
   uint64_t wasted = 0;        // of those, for experts not routed in that step
   uint64_t wasted_bytes = 0;
   uint64_t previous_steps = 0, previous_actual = 0, previous_correct = 0;  // cross-token signal
+  uint64_t ahead_issued = 0, ahead_issued_bytes = 0;  // read-aheads started
+  uint64_t ahead_wasted = 0, ahead_wasted_bytes = 0;  // of those, for experts the layer did not route to
   void add(const PredictionCounters& o);
   double recall() const { return actual ? static_cast<double>(correct) / static_cast<double>(actual) : 0.0; }
   double precision() const { return predicted ? static_cast<double>(correct) / static_cast<double>(predicted) : 0.0; }
@@ -64,13 +71,14 @@ class Prefetcher {
 
   // Return how many reads they started. Experts outside [0, n_expert) throw Error(internal).
   size_t predict(uint32_t layer, std::span<const int32_t> experts);
+  size_t read_ahead(uint32_t layer, std::span<const int32_t> experts);
   size_t pump();
   size_t queued() const { return queue_.size(); }
   void observe(uint32_t layer, std::span<const int32_t> experts);
   PredictionStats stats() const;
 
  private:
-  enum : uint8_t { kPredicted = 1, kIssued = 2, kQueued = 8 };
+  enum : uint8_t { kPredicted = 1, kIssued = 2, kQueued = 8, kAhead = 16 };  // 4: routed (observe)
   uint8_t& flag(uint32_t layer, int32_t expert);
 
   ShardCache* cache_;

@@ -135,7 +135,8 @@ void ShardCache::begin_token() {
   policy_->on_token();
 }
 
-int64_t ShardCache::reserve_locked(std::unique_lock<std::mutex>& lock, ShardKey key, bool speculative) {
+int64_t ShardCache::reserve_locked(std::unique_lock<std::mutex>& lock, ShardKey key, bool speculative,
+                                   bool keep_prefetched) {
   const uint32_t cls = plan_.class_of_layer[key.layer];
   for (;;) {
     if (!free_slots_[cls].empty()) {
@@ -151,7 +152,7 @@ int64_t ShardCache::reserve_locked(std::unique_lock<std::mutex>& lock, ShardKey 
       const Slot& x = slots_[s];
       if (x.pins > 0) {
         ++pinned;
-      } else if (x.state == State::ready) {
+      } else if (x.state == State::ready && !(keep_prefetched && x.prefetched_unused)) {
         candidates_.push_back(x.key);
         candidate_slots_.push_back(s);
       } else if (x.state == State::reading) {
@@ -381,18 +382,23 @@ void ShardCache::acquire_all(std::span<const ShardKey> keys, std::span<Pin> out)
   for (size_t i = 0; i < keys.size(); ++i) out[i] = Pin(this, static_cast<uint32_t>(held[i]), keys[i]);
 }
 
-bool ShardCache::prefetch(ShardKey key) {
+bool ShardCache::prefetch(ShardKey key) { return speculate(key, true); }
+
+bool ShardCache::read_ahead(ShardKey key) { return speculate(key, false); }
+
+bool ShardCache::speculate(ShardKey key, bool capped) {
   std::unique_lock lock(mutex_);
   check_key(key);
   const size_t idx = shard_index(key, layout_.n_expert);
-  if (slot_of_[idx] >= 0 || speculative_in_flight_ >= options_.max_speculative_in_flight) return false;
-  if (options_.max_speculative_bytes_in_flight > 0 && speculative_in_flight_ > 0) {
+  if (slot_of_[idx] >= 0) return false;
+  if (capped && speculative_in_flight_ >= options_.max_speculative_in_flight) return false;
+  if (capped && options_.max_speculative_bytes_in_flight > 0 && speculative_in_flight_ > 0) {
     uint64_t bytes = 0;
     extents_of(key, extent_scratch_);
     for (const ShardExtent& e : extent_scratch_) bytes += e.length;
     if (speculative_bytes_in_flight_ + bytes > options_.max_speculative_bytes_in_flight) return false;
   }
-  int64_t s = reserve_locked(lock, key, true);
+  int64_t s = reserve_locked(lock, key, true, !capped);
   if (s < 0) return false;
   Slot& x = slots_[s];
   x.key = key;

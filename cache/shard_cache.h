@@ -154,6 +154,14 @@ class ShardCache {
   // released first): no allocation on the hot path.
   void acquire_all(std::span<const ShardKey> keys, std::span<Pin> out);
   bool prefetch(ShardKey key);
+  // Read-ahead of a large batch's next layer (core/expert_predictor.h): a speculative load like
+  // prefetch, but outside the speculative caps, and it never evicts a shard that a prefetch or
+  // read-ahead brought in and no demand has used yet, so a run of read-aheads never displaces
+  // its own earlier guesses. The caps exist so that speculation cannot delay a demand read; the
+  // caller starts a read-ahead only once the current layer's demand reads are all issued, and
+  // the next demand reads are for these same shards. False when the shard is present or no
+  // slot of its class is free or evictable that way.
+  bool read_ahead(ShardKey key);
   // Warm start (cache/warm_start.h): loads `key` into a free slot of its size class (it never
   // evicts) through the normal read path, so digests are verified on landing. Counts no hit or
   // miss; the policy sees on_insert only, as for a prefetch. Returns a pin to wait() on, or an
@@ -199,7 +207,10 @@ class ShardCache {
 
   void check_key(ShardKey key) const;
   // Returns a slot for `key` (free, or evicted by policy) or -1 when speculative and none.
-  int64_t reserve_locked(std::unique_lock<std::mutex>& lock, ShardKey key, bool speculative);
+  // keep_prefetched: never evict a slot whose prefetch has not been used (read_ahead).
+  int64_t reserve_locked(std::unique_lock<std::mutex>& lock, ShardKey key, bool speculative,
+                         bool keep_prefetched = false);
+  bool speculate(ShardKey key, bool capped);
   void issue_locked(uint32_t slot);
   void drive_io_locked(std::unique_lock<std::mutex>& lock);
   void finish_landed_locked(uint32_t slot, uint64_t seq);

@@ -61,6 +61,8 @@ cache::PredictionCounters minus(cache::PredictionCounters a, const cache::Predic
   a.issued -= b.issued, a.issued_bytes -= b.issued_bytes, a.wasted -= b.wasted, a.wasted_bytes -= b.wasted_bytes;
   a.previous_steps -= b.previous_steps, a.previous_actual -= b.previous_actual;
   a.previous_correct -= b.previous_correct;
+  a.ahead_issued -= b.ahead_issued, a.ahead_issued_bytes -= b.ahead_issued_bytes;
+  a.ahead_wasted -= b.ahead_wasted, a.ahead_wasted_bytes -= b.ahead_wasted_bytes;
   return a;
 }
 
@@ -143,6 +145,8 @@ BenchResult run_bench(const BenchOptions& options) {
   for (auto& t : prompt) t = pick(rng);
 
   const int64_t n_batch = engine.n_batch();
+  cache::CacheStats before_prefill;
+  if (engine.cache()) before_prefill = engine.cache()->stats();
   auto t0 = Clock::now();
   std::span<const float> logits;
   for (int64_t i = 0; i < options.n_prompt; i += n_batch) {
@@ -154,10 +158,20 @@ BenchResult run_bench(const BenchOptions& options) {
 
   cache::CacheStats before;
   cache::PredictionStats predicted_before;
-  if (engine.cache()) before = engine.cache()->stats();
+  if (engine.cache()) {
+    before = engine.cache()->stats();
+    r.prefill_bytes_read = before.total.bytes_read - before_prefill.total.bytes_read;
+    r.prefill_io_wait_share = static_cast<double>(before.total.io_wait_ns - before_prefill.total.io_wait_ns) / 1e9 / prefill_s;
+  }
   GpuCounters gpu_before;
   if (engine.gpu()) gpu_before = engine.gpu()->counters();
-  if (engine.prefetcher()) predicted_before = engine.prefetcher()->stats();
+  if (engine.prefetcher()) {
+    predicted_before = engine.prefetcher()->stats();
+    // The prefill's read-aheads (a decode step is too small for one). The next layer's waste is
+    // counted when it routes, so the last read-ahead of the prompt is in.
+    r.prefill_read_ahead_bytes = predicted_before.total.ahead_issued_bytes;
+    r.prefill_read_ahead_wasted_bytes = predicted_before.total.ahead_wasted_bytes;
+  }
   if (observer) observer->enabled = true;
   int32_t token = argmax(logits.last(static_cast<size_t>(n_vocab)));
   auto t_decode = Clock::now();

@@ -17,7 +17,10 @@
 //   speculative_waste_bytes_per_token  speculative reads for experts not routed in that step
 //   io_hidden_share     1 - IO wait / IO busy time (wall time with a read in flight): the share of
 //                       IO time hidden behind compute
-// and per MoE layer (`layers`) the same prediction figures plus hidden_miss_share: of the demand
+// The prefill phase has its own IO figures: prefill_bytes_read, prefill_io_wait_share (of the
+// prefill wall time), and the read-ahead of a large batch's next layer (prefill_read_ahead_bytes
+// started, prefill_read_ahead_wasted_bytes of them for experts that layer did not route to).
+// Per MoE layer (`layers`) the same prediction figures plus hidden_miss_share: of the demand
 // accesses that needed a read (misses + prefetched), the share already landed when demanded.
 // With engine.gpu the gpu_* fields describe the VRAM tier (decode-phase counters).
 // Peak RSS is the process high-water mark over the run (reset before it where the kernel allows).
@@ -60,6 +63,8 @@ struct BenchResult {
   double cache_experts_fraction = 0;  // expert arena / routed expert bytes
   double routing_entropy = 0, hottest_over_uniform = 0, temporal_reuse = 0, temporal_reuse_chance = 0;
   double prefill_tok_s = 0, decode_tok_s = 0, decode_first8_tok_s = 0;
+  uint64_t prefill_bytes_read = 0, prefill_read_ahead_bytes = 0, prefill_read_ahead_wasted_bytes = 0;
+  double prefill_io_wait_share = 0;
   double hit_rate = 0;
   // The first 8 decode tokens alone and tokens 9..n alone: what a cold (or warm) start costs.
   double hit_rate_first8 = 0, hit_rate_steady = 0;

@@ -13,9 +13,13 @@
 //
 // and the union over the rows of each row's best max(1, k/4) ids (nearest layer first, best
 // first) goes to ExpertSource::prefetch(M, ...): the lower-ranked predictions are right too
-// rarely to pay for their reads (figures in expert_predictor.cpp). Only small batches are predicted (decode, or a few
-// sequences): a prefill batch routes to most experts anyway, and prefetching the next layer
-// would evict experts the current layer still needs.
+// rarely to pay for their reads (figures in expert_predictor.cpp). That is for small batches
+// (decode, or a few sequences). A batch of kMinAheadRows or more (prefill) routes to most experts of every layer,
+// more than a small cache holds, so each layer streams its experts through the cache; between
+// two layers (this layer's last experts, the next one's attention) the disk would sit idle. For
+// such a batch the next MoE layer's router is applied to kAheadRows rows spread over it, and the
+// experts they pick, the most picked first, go to ExpertSource::read_ahead: the source reads
+// them once this layer's own reads are all issued, into slots this layer no longer needs.
 //
 // Predictions never change results: they only decide what is read early. All scratch is sized
 // in the constructor; predict() allocates nothing.
@@ -34,13 +38,16 @@ namespace sluice::core {
 
 class ExpertPredictor {
  public:
-  static constexpr int64_t kMaxRows = 4;  // batches larger than this are not predicted
+  static constexpr int64_t kMaxRows = 4;        // batches up to this many rows are predicted
+  static constexpr int64_t kMinAheadRows = 16;  // batches from this many rows get a read-ahead
+  static constexpr int64_t kAheadRows = 64;     // rows of such a batch that the read-ahead routes
 
   // depth >= 1: how many MoE layers ahead to predict. Error(invalid_argument) for depth < 1.
   ExpertPredictor(const Model& model, int depth);
 
   // x: [n][n_embd] hidden state rows of block `il` (its ffn_inp), or the token embeddings for
-  // il = -1. Does nothing for n > kMaxRows.
+  // il = -1. For n >= kMinAheadRows, a read-ahead of the next MoE layer (see above); nothing
+  // for the batches in between.
   void predict(int64_t il, std::span<const float> x, int64_t n, ExpertSource& source, kernels::ThreadPool& pool);
   uint64_t scratch_bytes() const;
   // The same without constructing one (budget planning; equal to scratch_bytes()).
@@ -53,10 +60,12 @@ class ExpertPredictor {
   RouterParams params_;
   std::vector<float> h_, logits_, weights_, router_scratch_;
   std::vector<int32_t> ids_, groups_, list_;
+  std::vector<uint32_t> counts_;  // read_ahead: picks per expert
   std::vector<uint8_t> seen_;
   std::vector<std::byte> mm_scratch_;
 
   struct Sizes;
+  void read_ahead(int64_t il, std::span<const float> x, int64_t n, ExpertSource& source, kernels::ThreadPool& pool);
 };
 
 }  // namespace sluice::core

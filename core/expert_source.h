@@ -22,6 +22,12 @@
 // (core/expert_predictor.h). A streaming source may start speculative reads; it never pins and
 // never blocks on them. Demand (plan/acquire) always takes precedence.
 //
+// read_ahead(layer, experts): a large batch (prefill) guesses the next MoE layer's experts, the
+// likeliest first, while this layer still runs. A streaming source reads them once this layer's
+// demand reads are all issued, into slots this layer no longer needs, so the disk keeps working
+// through the rest of this layer and the next layer's attention. Like prefetch: never pins,
+// never blocks.
+//
 // Results do not depend on the source: each (token, routing slot) output is kept separately and
 // the slots are summed in routing order after all experts ran, so any source that returns the
 // same bytes gives bit-identical logits.
@@ -55,6 +61,7 @@ class ExpertSource {
     return remaining.front();
   }
   virtual void prefetch(int layer, std::span<const int32_t> experts) { (void)layer, (void)experts; }
+  virtual void read_ahead(int layer, std::span<const int32_t> experts) { (void)layer, (void)experts; }
 };
 
 // RAII pin over acquire/release.

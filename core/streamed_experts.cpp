@@ -67,6 +67,8 @@ CachedExpertSource::CachedExpertSource(const GgufFile& file, const ExpertGeometr
   pins_.resize(static_cast<size_t>(config.n_expert));
   held_.resize(static_cast<size_t>(config.n_expert));
   keys_.reserve(static_cast<size_t>(config.n_expert));
+  ahead_.reserve(static_cast<size_t>(config.n_expert));
+  order_.reserve(static_cast<size_t>(config.n_expert));
 }
 
 void CachedExpertSource::attach(cache::ShardCache& cache) {
@@ -77,6 +79,21 @@ void CachedExpertSource::attach(cache::ShardCache& cache) {
 void CachedExpertSource::prefetch(int layer, std::span<const int32_t> experts) {
   int moe = layout_.moe_layer_of_block.at(static_cast<size_t>(layer));
   if (prefetcher_ && moe >= 0) prefetcher_->predict(static_cast<uint32_t>(moe), experts);
+}
+
+void CachedExpertSource::read_ahead(int layer, std::span<const int32_t> experts) {
+  int moe = layout_.moe_layer_of_block.at(static_cast<size_t>(layer));
+  if (!prefetcher_ || moe < 0) return;
+  ahead_layer_ = moe;
+  ahead_.assign(experts.begin(), experts.end());
+  start_read_ahead();
+}
+
+void CachedExpertSource::start_read_ahead() {
+  // Before this layer's last expert is pinned, a read-ahead would take the slots it still needs.
+  if (ahead_.empty() || next_to_pin_ < planned_experts_.size()) return;
+  prefetcher_->read_ahead(static_cast<uint32_t>(ahead_layer_), ahead_);
+  ahead_.clear();
 }
 
 cache::ShardCache& CachedExpertSource::cache() const {
@@ -91,14 +108,25 @@ void CachedExpertSource::plan(int layer, std::span<const int32_t> experts) {
   if (prefetcher_) prefetcher_->observe(static_cast<uint32_t>(moe), experts);
   planned_experts_.assign(experts.begin(), experts.end());
   planned_layer_ = layer;
+  if (ahead_layer_ == moe) ahead_.clear();  // a read-ahead of this layer not started in time is moot
   // A prefill batch can route to more experts than the layer's size class has slots: pin the
   // first `window` now (hits stay, misses start reading) and the rest as earlier ones are
   // released, so pins never exceed the slots and reads stay in flight ahead of compute.
   const cache::CachePlan& plan = cache().plan();
   uint64_t window = plan.classes[plan.class_of_layer[static_cast<size_t>(moe)]].n_slots;
   size_t first = std::min<size_t>(experts.size(), static_cast<size_t>(window));
+  if (first < experts.size()) {
+    // Resident (or still landing, e.g. read ahead) experts first: pinning them now keeps them;
+    // left for later, the window's misses would evict them.
+    // One residency check per expert (a failed read could change the answer between two).
+    order_.resize(experts.size());
+    size_t front = 0, back = experts.size();
+    for (const int32_t e : experts) (cache().is_resident(key(moe, e)) ? order_[front++] : order_[--back]) = e;
+    std::reverse(order_.begin() + static_cast<std::ptrdiff_t>(back), order_.end());  // misses ascending
+    planned_experts_.assign(order_.begin(), order_.end());
+  }
   keys_.clear();
-  for (size_t i = 0; i < first; ++i) keys_.push_back(key(moe, experts[i]));
+  for (size_t i = 0; i < first; ++i) keys_.push_back(key(moe, planned_experts_[i]));
   cache().acquire_all(keys_, std::span(pins_.data(), first));
   next_to_pin_ = first;
 }
@@ -210,6 +238,10 @@ void CachedExpertSource::release(int layer, int expert) {
   if (next_to_pin_ < planned_experts_.size()) {
     pins_[next_to_pin_] = cache().acquire(key(moe, planned_experts_[next_to_pin_]));
     ++next_to_pin_;
+  }
+  if (prefetcher_) {
+    start_read_ahead();
+    prefetcher_->pump();  // the freed slot may take a read-ahead
   }
 }
 

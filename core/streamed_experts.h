@@ -68,6 +68,7 @@ class CachedExpertSource final : public ExpertSource {
   int32_t acquire_any(int layer, std::span<const int32_t> remaining, ExpertWeights& out) override;
   void release(int layer, int expert) override;
   void prefetch(int layer, std::span<const int32_t> experts) override;
+  void read_ahead(int layer, std::span<const int32_t> experts) override;
 
   const StreamedLayout& layout() const { return layout_; }
   uint64_t rereads() const { return rereads_; }
@@ -94,6 +95,11 @@ class CachedExpertSource final : public ExpertSource {
   std::unique_ptr<cache::Prefetcher> prefetcher_;
   std::vector<cache::ShardKey> keys_;
   size_t next_to_pin_ = 0;  // planned experts before this index have been pinned
+  // A read-ahead waiting for this layer's last demand pin (read_ahead): its cache layer, experts.
+  int ahead_layer_ = -1;
+  std::vector<int32_t> ahead_;
+  std::vector<int32_t> order_;  // plan(): the planned experts, resident ones first
+  void start_read_ahead();  // hands ahead_ to the prefetcher once every planned expert is pinned
   uint64_t rereads_ = 0;
 };
 

@@ -13,6 +13,7 @@
 #include "cache/prefetcher.h"
 #include "cache/shard_cache.h"
 #include "core/engine.h"
+#include "core/expert_predictor.h"
 #include "core/streamed_experts.h"
 #include "tests/cache_test_util.h"
 
@@ -136,6 +137,66 @@ TEST_CASE("a prefetched shard evicted before any use is counted as unused; one u
   CHECK(l.prefetch_unused_evicted == 1);
   CHECK_FALSE(cache.is_resident({0, 7}));
   CHECK(cache.stats().io_busy_ns > 0);
+}
+
+TEST_CASE("a read-ahead is not capped, and never displaces a shard that was read ahead and not used yet") {
+  CacheFixture fx(1, 8, false);
+  TestReader reader(fx.path.string());  // completions wait until someone reaps
+  ShardCacheOptions o = options(1);     // one speculative read in flight
+  o.budget_bytes = 3 * 3 * 4096;        // three slots of 12 KiB
+  ShardCache cache(fx.layout, reader, o);
+  { auto a = cache.acquire({0, 0}); cache.wait(a); }  // demanded: evictable
+  CHECK(cache.read_ahead({0, 1}));
+  CHECK(cache.read_ahead({0, 2}));      // past the request cap
+  CHECK_FALSE(cache.prefetch({0, 5}));  // a prefetch is still capped
+  CHECK(cache.stats().speculative_in_flight == 2);
+  CHECK_FALSE(cache.read_ahead({0, 1}));  // present
+  { auto b = cache.acquire({0, 1}); cache.wait(b); }  // a prefetch hit; the wait reaps 2 too
+  // Slots: 0 and 1 used, 2 read ahead and unused.
+  CHECK(cache.read_ahead({0, 3}));  // takes 0's slot (least recently used)
+  CHECK(cache.read_ahead({0, 4}));  // takes 1's
+  CHECK_FALSE(cache.is_resident({0, 0}));
+  CHECK_FALSE(cache.is_resident({0, 1}));
+  CHECK(cache.is_resident({0, 2}));
+  { auto c = cache.acquire({0, 3}); cache.wait(c); }  // reaps 4
+  // Slots: 2 and 4 unused, 3 used: only 3 may make room for another read-ahead.
+  CHECK(cache.read_ahead({0, 5}));
+  CHECK_FALSE(cache.is_resident({0, 3}));
+  { auto c = cache.acquire({0, 5}); cache.wait(c); }
+  CHECK(cache.read_ahead({0, 6}));  // 5 is used now: it goes
+  CHECK(cache.is_resident({0, 2}));
+  CHECK(cache.is_resident({0, 4}));
+  CHECK_FALSE(cache.read_ahead({0, 7}));  // 2, 4 and 6 unused: nothing to displace
+  // Demand is not restricted: it evicts an unused read-ahead, which counts as unused.
+  { auto d = cache.acquire({0, 7}); cache.wait(d); }
+  const CacheCounters& l = cache.stats().layers[0];
+  CHECK(l.prefetches == 6);
+  CHECK(l.prefetch_hits == 3);
+  CHECK(l.prefetch_unused_evicted == 1);
+}
+
+TEST_CASE("read-aheads wait for demand reads like predictions and are scored apart from them") {
+  CacheFixture fx;  // 2 layers x 4 experts
+  TestReader reader(fx.path.string());
+  ShardCache cache(fx.layout, reader, options(1));
+  Prefetcher p(cache);
+  auto demand = cache.acquire({0, 0});
+  CHECK(p.read_ahead(1, std::vector<int32_t>{2, 0, 3}) == 0);
+  CHECK(p.queued() == 3);
+  cache.wait(demand);
+  CHECK(p.pump() == 3);  // all three, past the request cap of 1
+  CHECK(cache.stats().layers[1].prefetches == 3);
+  p.observe(1, std::vector<int32_t>{0, 1, 3});
+  const PredictionCounters& c = p.stats().layers[1];
+  CHECK(c.ahead_issued == 3);
+  CHECK(c.ahead_issued_bytes == 3 * kShard1);
+  CHECK(c.ahead_wasted == 1);  // 2 was not routed
+  CHECK(c.ahead_wasted_bytes == kShard1);
+  // Not a prediction: recall, precision and their waste are untouched.
+  CHECK(c.steps == 0);
+  CHECK(c.predicted == 0);
+  CHECK(c.issued == 0);
+  CHECK(c.wasted == 0);
 }
 
 TEST_CASE("prediction statistics count recall, precision, waste and the previous token's signal") {
@@ -291,6 +352,46 @@ TEST_CASE("logits are bit-identical with prefetch depth 0 to 3 at small budgets 
       }
     }
   }
+}
+
+TEST_CASE("a prompt batch reads each next MoE layer's likeliest experts ahead, and its logits do not change") {
+  const std::string stem = "tiny/deepseek2/deepseek2-q4_k_m";
+  const auto prompt = tokens_of(stem, "prompt_tokens");
+  REQUIRE(static_cast<int64_t>(prompt.size()) >= sluice::core::ExpertPredictor::kMinAheadRows);
+  auto run = [&](int depth, uint64_t budget) {
+    auto o = engine_options(stem);
+    o.session.prefetch_depth = depth;
+    o.budget_bytes = budget;
+    sluice::core::Engine e(o);
+    REQUIRE(e.n_batch() >= static_cast<int64_t>(prompt.size()));
+    auto rows = e.forward(prompt, 0);
+    struct Out {
+      std::vector<float> logits;
+      PredictionCounters ahead;
+      CacheCounters cache;
+    };
+    return Out{{rows.begin(), rows.end()}, e.prefetcher()->stats().total, e.cache()->stats().total};
+  };
+  uint64_t budget = 0;
+  {
+    auto o = engine_options(stem);
+    o.session.prefetch_depth = 2;
+    sluice::core::Engine e(o);
+    // A quarter of the experts: the prompt routes to more than that in every layer.
+    budget = e.budget().total() - e.budget().expert_arena + e.budget().expert_arena / 4;
+  }
+  const auto off = run(0, budget), on = run(2, budget);
+  REQUIRE(on.logits.size() == off.logits.size());
+  CHECK(std::memcmp(on.logits.data(), off.logits.data(), on.logits.size() * sizeof(float)) == 0);
+  CHECK(off.cache.prefetches == 0);
+  CAPTURE(on.ahead.ahead_issued);
+  CAPTURE(on.ahead.ahead_wasted);
+  CAPTURE(on.cache.prefetch_hits);
+  CHECK(on.ahead.ahead_issued > 0);
+  CHECK(on.ahead.ahead_wasted < on.ahead.ahead_issued);
+  CHECK(on.cache.prefetch_hits > 0);                  // the next layer found them
+  CHECK(on.cache.misses < off.cache.misses);          // and read that many fewer on demand
+  CHECK(on.ahead.steps == 0);                         // no per-token prediction for a batch
 }
 
 TEST_CASE("sluice bench --json reports the prefetch figures, and a negative depth is refused") {
