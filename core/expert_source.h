@@ -23,10 +23,10 @@
 // never blocks on them. Demand (plan/acquire) always takes precedence.
 //
 // read_ahead(layer, experts): a large batch (prefill) guesses the next MoE layer's experts, the
-// likeliest first, while this layer still runs. A streaming source reads them once this layer's
-// demand reads are all issued, into slots this layer no longer needs, so the disk keeps working
-// through the rest of this layer and the next layer's attention. Like prefetch: never pins,
-// never blocks.
+// likeliest first, while this layer still runs. Where the next layer will stream (the guesses
+// outnumber the slots it can have), a streaming source reads them once this layer's demand
+// reads are all issued, into slots this layer no longer needs, so the disk keeps working through
+// the rest of this layer and the next layer's attention. Like prefetch: never pins, never blocks.
 //
 // Results do not depend on the source: each (token, routing slot) output is kept separately and
 // the slots are summed in routing order after all experts ran, so any source that returns the

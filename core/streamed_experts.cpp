@@ -84,6 +84,10 @@ void CachedExpertSource::prefetch(int layer, std::span<const int32_t> experts) {
 void CachedExpertSource::read_ahead(int layer, std::span<const int32_t> experts) {
   int moe = layout_.moe_layer_of_block.at(static_cast<size_t>(layer));
   if (!prefetcher_ || moe < 0) return;
+  // Only where the next layer will stream (more experts than its class has slots): otherwise its
+  // experts fit the cache, and a wrong guess would only evict what the cache keeps.
+  const cache::CachePlan& plan = cache().plan();
+  if (experts.size() <= plan.classes[plan.class_of_layer[static_cast<size_t>(moe)]].n_slots) return;
   ahead_layer_ = moe;
   ahead_.assign(experts.begin(), experts.end());
   start_read_ahead();

@@ -354,7 +354,7 @@ TEST_CASE("logits are bit-identical with prefetch depth 0 to 3 at small budgets 
   }
 }
 
-TEST_CASE("a prompt batch reads each next MoE layer's likeliest experts ahead, and its logits do not change") {
+TEST_CASE("a prompt batch reads each next MoE layer's likeliest experts ahead where layers stream, and its logits do not change") {
   const std::string stem = "tiny/deepseek2/deepseek2-q4_k_m";
   const auto prompt = tokens_of(stem, "prompt_tokens");
   REQUIRE(static_cast<int64_t>(prompt.size()) >= sluice::core::ExpertPredictor::kMinAheadRows);
@@ -372,14 +372,17 @@ TEST_CASE("a prompt batch reads each next MoE layer's likeliest experts ahead, a
     };
     return Out{{rows.begin(), rows.end()}, e.prefetcher()->stats().total, e.cache()->stats().total};
   };
-  uint64_t budget = 0;
+  uint64_t budget = 0, unlimited = 0;
   {
     auto o = engine_options(stem);
     o.session.prefetch_depth = 2;
     sluice::core::Engine e(o);
     // A quarter of the experts: the prompt routes to more than that in every layer.
-    budget = e.budget().total() - e.budget().expert_arena + e.budget().expert_arena / 4;
+    unlimited = e.budget().total();
+    budget = unlimited - e.budget().expert_arena + e.budget().expert_arena / 4;
   }
+  // Where every expert fits, no layer streams and nothing is read ahead.
+  CHECK(run(2, unlimited).ahead.ahead_issued == 0);
   const auto off = run(0, budget), on = run(2, budget);
   REQUIRE(on.logits.size() == off.logits.size());
   CHECK(std::memcmp(on.logits.data(), off.logits.data(), on.logits.size() * sizeof(float)) == 0);
