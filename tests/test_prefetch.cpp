@@ -131,7 +131,7 @@ TEST_CASE("a prefetched shard evicted before any use is counted as unused; one u
   a.release();
   auto c = cache.acquire({0, 1});  // evicts 7 (least recently used, never demanded)
   cache.wait(c);
-  const CacheCounters& l = cache.stats().layers[0];
+  const CacheCounters l = cache.stats().layers[0];  // a copy: stats() returns a temporary
   CHECK(l.prefetch_hits == 1);
   CHECK(l.prefetch_hits_landed == 1);
   CHECK(l.prefetch_unused_evicted == 1);
@@ -169,7 +169,7 @@ TEST_CASE("a read-ahead is not capped, and never displaces a shard that was read
   CHECK_FALSE(cache.read_ahead({0, 7}));  // 2, 4 and 6 unused: nothing to displace
   // Demand is not restricted: it evicts an unused read-ahead, which counts as unused.
   { auto d = cache.acquire({0, 7}); cache.wait(d); }
-  const CacheCounters& l = cache.stats().layers[0];
+  const CacheCounters l = cache.stats().layers[0];  // a copy: stats() returns a temporary
   CHECK(l.prefetches == 6);
   CHECK(l.prefetch_hits == 3);
   CHECK(l.prefetch_unused_evicted == 1);
@@ -187,7 +187,7 @@ TEST_CASE("read-aheads wait for demand reads like predictions and are scored apa
   CHECK(p.pump() == 3);  // all three, past the request cap of 1
   CHECK(cache.stats().layers[1].prefetches == 3);
   p.observe(1, std::vector<int32_t>{0, 1, 3});
-  const PredictionCounters& c = p.stats().layers[1];
+  const PredictionCounters c = p.stats().layers[1];  // a copy: stats() returns a temporary
   CHECK(c.ahead_issued == 3);
   CHECK(c.ahead_issued_bytes == 3 * kShard1);
   CHECK(c.ahead_wasted == 1);  // 2 was not routed
