@@ -46,25 +46,24 @@ uint8_t& Prefetcher::flag(uint32_t layer, int32_t expert) {
   return flags_[shard_index({layer, static_cast<uint32_t>(expert)}, n_expert_)];
 }
 
-size_t Prefetcher::predict(uint32_t layer, std::span<const int32_t> experts) {
+void Prefetcher::enqueue(uint32_t layer, std::span<const int32_t> experts, uint8_t marks, uint8_t queued_marks) {
   for (const int32_t e : experts) {
     uint8_t& f = flag(layer, e);
-    f |= kPredicted;
+    f |= marks;
     if (f & (kIssued | kQueued)) continue;
-    f |= kQueued;
+    f |= kQueued | queued_marks;
     queue_.push_back({layer, static_cast<uint32_t>(e)});
   }
+}
+
+size_t Prefetcher::predict(uint32_t layer, std::span<const int32_t> experts) {
+  enqueue(layer, experts, kPredicted, 0);
   if (!experts.empty()) any_predicted_[layer] = 1;
   return pump();
 }
 
 size_t Prefetcher::read_ahead(uint32_t layer, std::span<const int32_t> experts) {
-  for (const int32_t e : experts) {
-    uint8_t& f = flag(layer, e);
-    if (f & (kIssued | kQueued)) continue;
-    f |= kQueued | kAhead;
-    queue_.push_back({layer, static_cast<uint32_t>(e)});
-  }
+  enqueue(layer, experts, 0, kAhead);  // kAhead only on the entries it queues: no prediction marks
   return pump();
 }
 

@@ -80,6 +80,8 @@ class Prefetcher {
  private:
   enum : uint8_t { kPredicted = 1, kIssued = 2, kQueued = 8, kAhead = 16 };  // 4: routed (observe)
   uint8_t& flag(uint32_t layer, int32_t expert);
+  // Marks every expert with `marks`, and queues those neither issued nor queued, adding `queued_marks`.
+  void enqueue(uint32_t layer, std::span<const int32_t> experts, uint8_t marks, uint8_t queued_marks);
 
   ShardCache* cache_;
   uint32_t n_expert_;

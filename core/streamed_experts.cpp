@@ -86,8 +86,7 @@ void CachedExpertSource::read_ahead(int layer, std::span<const int32_t> experts)
   if (!prefetcher_ || moe < 0) return;
   // Only where the next layer will stream (more experts than its class has slots): otherwise its
   // experts fit the cache, and a wrong guess would only evict what the cache keeps.
-  const cache::CachePlan& plan = cache().plan();
-  if (experts.size() <= plan.classes[plan.class_of_layer[static_cast<size_t>(moe)]].n_slots) return;
+  if (experts.size() <= slots_of(moe)) return;
   ahead_layer_ = moe;
   ahead_.assign(experts.begin(), experts.end());
   start_read_ahead();
@@ -98,6 +97,11 @@ void CachedExpertSource::start_read_ahead() {
   if (ahead_.empty() || next_to_pin_ < planned_experts_.size()) return;
   prefetcher_->read_ahead(static_cast<uint32_t>(ahead_layer_), ahead_);
   ahead_.clear();
+}
+
+uint64_t CachedExpertSource::slots_of(int moe_layer) const {
+  const cache::CachePlan& plan = cache().plan();
+  return plan.classes[plan.class_of_layer[static_cast<size_t>(moe_layer)]].n_slots;
 }
 
 cache::ShardCache& CachedExpertSource::cache() const {
@@ -114,11 +118,9 @@ void CachedExpertSource::plan(int layer, std::span<const int32_t> experts) {
   planned_layer_ = layer;
   if (ahead_layer_ == moe) ahead_.clear();  // a read-ahead of this layer not started in time is moot
   // A prefill batch can route to more experts than the layer's size class has slots: pin the
-  // first `window` now (hits stay, misses start reading) and the rest as earlier ones are
+  // first slots_of(moe) now (hits stay, misses start reading) and the rest as earlier ones are
   // released, so pins never exceed the slots and reads stay in flight ahead of compute.
-  const cache::CachePlan& plan = cache().plan();
-  uint64_t window = plan.classes[plan.class_of_layer[static_cast<size_t>(moe)]].n_slots;
-  size_t first = std::min<size_t>(experts.size(), static_cast<size_t>(window));
+  size_t first = std::min<size_t>(experts.size(), static_cast<size_t>(slots_of(moe)));
   if (first < experts.size()) {
     // Resident (or still landing, e.g. read ahead) experts first: pinning them now keeps them;
     // left for later, the window's misses would evict them.
