@@ -10,8 +10,10 @@ int cmd_bench_io(int argc, char** argv);       // sluice bench io
 int cmd_bench_kernels(int argc, char** argv);  // sluice bench kernels
 int cmd_bench_model(int argc, char** argv);    // sluice bench -m MODEL
 int cmd_demo(int argc, char** argv);
+int cmd_doctor(int argc, char** argv);
 int cmd_index(int argc, char** argv);
 int cmd_inspect(int argc, char** argv);
+int cmd_perplexity(int argc, char** argv);
 int cmd_run(int argc, char** argv);
 int cmd_serve(int argc, char** argv);
 int cmd_tokenize(int argc, char** argv);

@@ -21,8 +21,10 @@ struct Command {
 const Command kCommands[] = {
     {"bench", sluice::tools::cmd_bench, "measure a model (tok/s, hit rate, GB/s), or 'bench io' / 'bench kernels'"},
     {"demo", sluice::tools::cmd_demo, "synthesize a Kimi-K2-shaped model once, run it out of core, benchmark it"},
+    {"doctor", sluice::tools::cmd_doctor, "check io_uring, O_DIRECT, memlock, cgroup, CPU and disk; recommend a budget"},
     {"index", sluice::tools::cmd_index, "digest every shard extent (XXH3-64) into a sidecar manifest"},
     {"inspect", sluice::tools::cmd_inspect, "print a GGUF model's structure, sizes and IO ceilings"},
+    {"perplexity", sluice::tools::cmd_perplexity, "perplexity of a text (llama-perplexity's method) and KL divergence"},
     {"run", sluice::tools::cmd_run, "generate text, streaming experts inside a memory budget"},
     {"serve", sluice::tools::cmd_serve, "OpenAI-compatible HTTP server; concurrent requests decode together"},
     {"tokenize", sluice::tools::cmd_tokenize, "print the token ids of a text with a model's vocabulary"},
