@@ -70,6 +70,23 @@ std::vector<TuneBudget> parse_budgets(const std::vector<std::string>& budgets, c
   return out;
 }
 
+std::vector<std::string> default_policies(const Trace& trace, std::string& note) {
+  note.clear();
+  std::vector<std::string> out;
+  std::string skipped;
+  for (const std::string& p : policy_names()) {
+    if (trace.sequences.size() < 2 && policy_needs_profile(p)) {
+      skipped += (skipped.empty() ? "" : ", ") + p;
+      continue;
+    }
+    out.push_back(p);
+  }
+  if (!skipped.empty())
+    note = "the trace has one sequence, so the learned policies (" + skipped +
+           ") cannot be scored leave-one-sequence-out; reporting the others";
+  return out;
+}
+
 TuneReport run_tune(const Trace& trace, const TuneOptions& o) {
   const TraceHeader& h = trace.header;
   for (const auto& p : o.policies) {  // reject unknown names before any work

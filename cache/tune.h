@@ -68,6 +68,11 @@ struct TuneReport {
 std::vector<TuneBudget> parse_budgets(const std::vector<std::string>& budgets, const TraceHeader& header,
                                       uint64_t shard_bytes, uint64_t resident_bytes);
 
+// The policies `sluice tune` runs when none are named: every policy, except that a trace of one
+// sequence cannot score the learned ones (hot-pin, predict) leave-one-sequence-out, so they are
+// left out and `note` says so in one line (empty otherwise).
+std::vector<std::string> default_policies(const Trace& trace, std::string& note);
+
 TuneReport run_tune(const Trace& trace, const TuneOptions& options);
 
 std::string format_tune_text(const TuneReport& report);

@@ -51,7 +51,7 @@ int cmd_tune(int argc, char** argv) {
       ("trace", "routing trace (shared/traces format)", cxxopts::value<std::string>())
       ("budgets", "comma list: % of all routed experts, or sizes (need --shard-mb)",
        cxxopts::value<std::string>()->default_value("5%,10%,25%,50%"))
-      ("policies", "comma list of policies", cxxopts::value<std::string>()->default_value(all_policies))
+      ("policies", "comma list of policies (default: all; the learned ones need a trace of 2+ sequences)", cxxopts::value<std::string>())
       ("shard-mb", "bytes of one expert shard (gate+up+down), MiB", cxxopts::value<double>())
       ("resident-gb", "non-expert weights kept in RAM, GiB", cxxopts::value<double>()->default_value("0"))
       ("disk-gbps", "disk read bandwidth, GB/s", cxxopts::value<double>()->default_value("3"))
@@ -72,7 +72,13 @@ int cmd_tune(int argc, char** argv) {
 
   cache::TuneOptions o;
   o.budgets = split_list(args["budgets"].as<std::string>());
-  o.policies = split_list(args["policies"].as<std::string>());
+  if (args.count("policies")) {
+    o.policies = split_list(args["policies"].as<std::string>());
+  } else {
+    std::string note;
+    o.policies = cache::default_policies(trace, note);
+    if (!note.empty()) std::fprintf(stderr, "sluice tune: %s\n", note.c_str());
+  }
   if (args.count("shard-mb")) o.shard_bytes = static_cast<uint64_t>(positive(args, "shard-mb") * (1 << 20));
   o.resident_bytes = static_cast<uint64_t>(args["resident-gb"].as<double>() * (1ull << 30));
   o.disk_gbps = positive(args, "disk-gbps");
