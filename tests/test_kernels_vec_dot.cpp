@@ -157,7 +157,7 @@ TEST_CASE("SIMD activation quantization is bit-identical to the scalar reference
   for (GgmlType type : {GgmlType::Q8_0, GgmlType::Q8_1, GgmlType::Q8_K, GgmlType::F16, GgmlType::BF16}) {
     for (int64_t n : {256, 512, 4096, 7168, 18432}) {
       for (uint32_t seed : {1u, 2u, 3u}) {
-        INFO(sluice::ggml_type_name(type) << " n=" << n << " seed=" << seed << " isa " << best().isa);
+        INFO(sluice::ggml_type_name(type) << " n=" << n << " seed=" << seed << " isa " << std::string(best().isa));
         auto x = random_row(n, seed * 7919u + uint32_t(n));
         // Values exactly halfway between two quantization levels exercise the tie rule.
         if (n == 256) {
@@ -218,6 +218,24 @@ TEST_CASE("SIMD dot products match the scalar reference on random bit patterns o
     }
     INFO(sluice::ggml_type_name(type) << " nmse " << err / norm);
     CHECK(err / norm <= 1e-10);
+  }
+}
+
+// Scalar and AVX2 i-quant/ternary kernels sum in the same order (ggml's x86 one), so they agree
+// to the bit on any block, not only within a tolerance.
+TEST_CASE("AVX2 i-quant and ternary dots are bit-identical to the scalar reference on random blocks") {
+  for (GgmlType type : kIqTypes) {
+    for (int64_t n : {256, 2048, 18432}) {
+      for (uint32_t seed : {1u, 2u}) {
+        INFO(sluice::ggml_type_name(type) << " n=" << n << " seed=" << seed << " isa " << std::string(best().isa));
+        const auto w = random_blocks(type, n, seed * 31u + uint32_t(n));
+        const auto act = quantize_with(scalar(), GgmlType::Q8_K, random_row(n, seed + uint32_t(n), seed == 2 ? 30.0f : 1.0f));
+        const float a = best().vec_dot[size_t(type)](w.data(), act.data(), n);
+        const float b = scalar().vec_dot[size_t(type)](w.data(), act.data(), n);
+        CHECK(std::isfinite(b));
+        CHECK(std::memcmp(&a, &b, sizeof a) == 0);
+      }
+    }
   }
 }
 
