@@ -15,36 +15,43 @@ namespace {
 
 inline __m256i load32(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
 
-// Per byte: v * k mod 256.
-inline __m256i mul_bytes(__m256i v, int k) {
-  const __m256i kk = _mm256_set1_epi16(int16_t(k));
-  const __m256i lo = _mm256_and_si256(_mm256_mullo_epi16(v, kk), _mm256_set1_epi16(0x00ff));
-  const __m256i hi = _mm256_slli_epi16(_mm256_mullo_epi16(_mm256_srli_epi16(v, 8), kk), 8);
-  return _mm256_or_si256(lo, hi);
+// Per byte, mod 256: v * 3 and v * 9 (v * 8 by a 16-bit shift, bits crossing into the next
+// byte masked off). Powers of 3 up to 81 are products of these.
+inline __m256i mul3(__m256i v) { return _mm256_add_epi8(v, _mm256_add_epi8(v, v)); }
+inline __m256i mul9(__m256i v) {
+  return _mm256_add_epi8(_mm256_and_si256(_mm256_slli_epi16(v, 3), _mm256_set1_epi8(-8)), v);
 }
+inline __m128i mul3(__m128i v) { return _mm_add_epi8(v, _mm_add_epi8(v, v)); }
+inline __m128i mul9(__m128i v) { return _mm_add_epi8(_mm_and_si128(_mm_slli_epi16(v, 3), _mm_set1_epi8(-8)), v); }
 
-// Per byte: the ternary digit (q * 3) >> 8 (blocks_iq.h's ternary_digit).
+// Per byte: the ternary digit (q * 3) >> 8 (blocks_iq.h's ternary_digit), as ggml computes it
+// without 16-bit products: with q' = max(q - 1, 0), the top 2 bits of avg(q', avg(q', 0)), which
+// equal (q * 3) >> 8 for all 256 byte values.
 inline __m256i top_digits(__m256i q) {
-  const __m256i three = _mm256_set1_epi16(3);
-  const __m256i lo = _mm256_srli_epi16(_mm256_mullo_epi16(_mm256_and_si256(q, _mm256_set1_epi16(0x00ff)), three), 8);
-  const __m256i hi = _mm256_and_si256(_mm256_mullo_epi16(_mm256_srli_epi16(q, 8), three), _mm256_set1_epi16(int16_t(0xff00)));
-  return _mm256_or_si256(lo, hi);
+  const __m256i q1 = _mm256_subs_epu8(q, _mm256_set1_epi8(1));
+  const __m256i r = _mm256_avg_epu8(q1, _mm256_avg_epu8(q1, _mm256_setzero_si256()));
+  return _mm256_and_si256(_mm256_srli_epi16(r, 6), _mm256_set1_epi8(3));
 }
 
 // The 256 digits (0..2) of a TQ1_0 block in value order, as eight 32-byte vectors.
 inline void tq1_0_digits(const BlockTq1_0& x, __m256i d[8]) {
-  const __m256i a = load32(x.qs);  // values 0..159: digit n of qs[m] is value 32n + m
-  const __m128i b16 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x.qs + 32));
-  const __m256i b = _mm256_set_m128i(b16, b16);  // values 160..239: digit n of qs[32+m] is 160 + 16n + m
-  constexpr int kPow3[5] = {1, 3, 9, 27, 81};
-  for (int n3 = 0; n3 < 5; ++n3) d[n3] = top_digits(mul_bytes(a, kPow3[n3]));
-  d[5] = top_digits(_mm256_set_m128i(_mm256_extracti128_si256(mul_bytes(b, 3), 1), _mm256_castsi256_si128(b)));
-  d[6] = top_digits(_mm256_set_m128i(_mm256_castsi256_si128(mul_bytes(b, 27)), _mm256_castsi256_si128(mul_bytes(b, 9))));
-  alignas(16) uint8_t qh[16];  // values 240..255: digit n of qh[j] is 240 + 4n + j
-  for (int n3 = 0; n3 < 4; ++n3)
-    for (int j = 0; j < 4; ++j) qh[4 * n3 + j] = uint8_t(x.qh[j] * kPow3[n3]);
-  d[7] = top_digits(_mm256_set_m128i(_mm_load_si128(reinterpret_cast<const __m128i*>(qh)),
-                                     _mm256_castsi256_si128(mul_bytes(b, 81))));
+  const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.qs));  // values 0..159: digit n of qs[m] is 32n + m
+  const __m256i a3 = mul3(a), a9 = mul9(a);
+  d[0] = top_digits(a);
+  d[1] = top_digits(a3);
+  d[2] = top_digits(a9);
+  d[3] = top_digits(mul9(a3));
+  d[4] = top_digits(mul9(a9));
+  // Values 160..239: digit n of qs[32 + m] is 160 + 16n + m; 240..255: digit n of qh[j] is 240 + 4n + j.
+  const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x.qs + 32));
+  const __m128i b3 = mul3(b), b9 = mul9(b);
+  uint32_t qh32;
+  std::memcpy(&qh32, x.qh, 4);
+  const __m128i h = _mm_set1_epi32(int(qh32)), h3 = mul3(h);
+  const __m128i hd = _mm_blend_epi32(_mm_blend_epi32(h, h3, 0b0010), _mm_blend_epi32(mul9(h), mul9(h3), 0b1000), 0b1100);
+  d[5] = top_digits(_mm256_set_m128i(b3, b));
+  d[6] = top_digits(_mm256_set_m128i(mul9(b3), b9));
+  d[7] = top_digits(_mm256_set_m128i(hd, mul9(b9)));
 }
 
 inline void tq2_0_digits(const BlockTq2_0& x, __m256i d[8]) {
