@@ -36,8 +36,9 @@
 namespace sluice::kernels {
 
 // Weight types the kernels compute on (F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K..Q6_K,
-// MXFP4, IQ4_NL). Everything else (the other IQ types, TQ1_0/TQ2_0, integer types): throw via
-// require_supported.
+// MXFP4, IQ4_NL, and the i-quants IQ1_S, IQ1_M, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ4_XS and
+// ternary TQ1_0, TQ2_0, which meet Q8_K and have no weight quantizer). Everything else (integer
+// types, F64): throw via require_supported.
 bool is_supported(GgmlType type);
 // Throws Error(unsupported) "type X not supported yet (tensor 'name')".
 void require_supported(GgmlType type, std::string_view tensor_name);

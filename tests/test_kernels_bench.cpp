@@ -25,13 +25,19 @@ TEST_CASE("the kernel benchmark prints GB/s, GFLOP/s and the ratio to memory ban
   CHECK(r.out.find("\nf16 ") != std::string::npos);
 }
 
+TEST_CASE("the kernel benchmark runs the i-quants and ternary types, which have no weight quantizer") {
+  const auto r = sluice::test::run_sluice(kBench + " --mb 1 --seconds 0.01 --threads 1 --types iq1_s,tq1_0,iq4_xs");
+  REQUIRE(r.exit_code == 0);
+  for (const char* name : {"\niq1_s ", "\ntq1_0 ", "\niq4_xs "}) CHECK(r.out.find(name) != std::string::npos);
+}
+
 TEST_CASE("the kernel benchmark rejects an unknown or unsupported type with its name") {
   auto r = sluice::test::run_sluice(kBench + " --types q4_Q");
   CHECK(r.exit_code == 1);
   CHECK(r.err.find("unknown type 'q4_Q'") != std::string::npos);
-  r = sluice::test::run_sluice(kBench + " --types iq2_xxs");
+  r = sluice::test::run_sluice(kBench + " --types i32");
   CHECK(r.exit_code == 1);
-  CHECK(r.err.find("type iq2_xxs not supported yet") != std::string::npos);
+  CHECK(r.err.find("type i32 not supported yet") != std::string::npos);
 }
 
 TEST_CASE("cuda bench kernels --gpu prints GB/s against the HBM peak, or says why it cannot") {

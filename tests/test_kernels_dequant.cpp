@@ -30,17 +30,16 @@ std::vector<float> dequantize_with(const sluice::kernels::cpu::KernelTable& tabl
   return out;
 }
 
-}  // namespace
-
-TEST_CASE("dequantizing every kernels.gguf weight type reproduces ggml's to_float exactly") {
-  const auto ref = read_json(kernels_dir() / "kernels.json");
-  sluice::io::PreadReader reader((kernels_dir() / "kernels.gguf").string());
+// Checks every supported `w.<type>` tensor of a kernels*.gguf against its JSON; returns how many.
+int check_reference_tensors(const std::string& stem) {
+  const auto ref = read_json(kernels_dir() / (stem + ".json"));
+  sluice::io::PreadReader reader((kernels_dir() / (stem + ".gguf")).string());
   const auto file = sluice::core::GgufFile::parse(reader);
   int checked = 0;
   for (const auto& [name, entry] : ref["types"].items()) {
     const auto& t = file.tensor(entry["tensor"].get<std::string>());
     if (!sluice::kernels::is_supported(t.type)) continue;
-    INFO("type " << name);
+    INFO(stem << " type " << name);
     const auto bytes = read_tensor_bytes(reader, t);
     const auto expected = entry["dequant_sha256_f32le"].get<std::string>();
     const auto values = dequantize_tensor(t, bytes);
@@ -49,15 +48,17 @@ TEST_CASE("dequantizing every kernels.gguf weight type reproduces ggml's to_floa
     CHECK(sha256_f32le(dequantize_with(sluice::kernels::cpu::scalar_kernels(), t, bytes)) == expected);
     ++checked;
   }
-  CHECK(checked >= 14);  // f16 bf16 q4_0 q4_1 q5_0 q5_1 q8_0 q2_K..q6_K mxfp4 iq4_nl
+  return checked;
 }
 
-TEST_CASE("every tensor of every shipped reference model dequantizes exactly as ggml does") {
-  const auto ref = read_json(reference_dir() / "tiny" / "dequant.json");
+// Checks every tensor of every model named in a tiny/dequant*.json; returns (files, tensors).
+std::pair<int, int> check_reference_models(const std::string& json_name) {
+  const auto ref = read_json(reference_dir() / "tiny" / json_name);
   int files = 0, tensors = 0;
   for (const auto& [rel, entries] : ref.items()) {
     const auto path = reference_dir() / "tiny" / rel;
-    if (!std::filesystem::exists(path)) continue;
+    INFO(rel);
+    REQUIRE(std::filesystem::exists(path));
     sluice::io::PreadReader reader(path.string());
     const auto file = sluice::core::GgufFile::parse(reader);
     ++files;
@@ -72,12 +73,34 @@ TEST_CASE("every tensor of every shipped reference model dequantizes exactly as 
     }
   }
   CHECK(files == int(ref.size()));
+  return {files, tensors};
+}
+
+}  // namespace
+
+TEST_CASE("dequantizing every kernels.gguf weight type reproduces ggml's to_float exactly") {
+  // f16 bf16 q4_0 q4_1 q5_0 q5_1 q8_0 q2_K..q6_K mxfp4 iq4_nl, and iq4_xs tq1_0 tq2_0
+  CHECK(check_reference_tensors("kernels") == 17);
+}
+
+TEST_CASE("dequantizing the imatrix i-quants of kernels-iq.gguf reproduces ggml's to_float exactly") {
+  CHECK(check_reference_tensors("kernels-iq") == 7);  // iq1_s iq1_m iq2_xxs iq2_xs iq2_s iq3_xxs iq3_s
+}
+
+TEST_CASE("every tensor of every shipped reference model dequantizes exactly as ggml does") {
+  const auto [files, tensors] = check_reference_models("dequant.json");
+  MESSAGE(files << " files, " << tensors << " tensors checked");
+}
+
+TEST_CASE("every tensor of the i-quant and ternary reference models dequantizes exactly as ggml does") {
+  const auto [files, tensors] = check_reference_models("dequant-iq.json");
+  CHECK(files >= 5);  // deepseek2-iq1_s, -iq2_xxs, -iq3_xxs, -iq4_xs, -tq1_0
   MESSAGE(files << " files, " << tensors << " tensors checked");
 }
 
 TEST_CASE("a weight type without kernels is rejected with its name and the tensor's") {
-  for (GgmlType type :
-       {GgmlType::IQ2_XXS, GgmlType::IQ3_S, GgmlType::IQ4_XS, GgmlType::TQ1_0, GgmlType::TQ2_0}) {
+  // Every ggml block type has kernels now; the integer and f64 types are what is left.
+  for (GgmlType type : {GgmlType::I8, GgmlType::I16, GgmlType::I32, GgmlType::I64, GgmlType::F64}) {
     CHECK_FALSE(sluice::kernels::is_supported(type));
     try {
       sluice::kernels::require_supported(type, "blk.3.ffn_up_exps.weight");
@@ -89,12 +112,31 @@ TEST_CASE("a weight type without kernels is rejected with its name and the tenso
     }
   }
   try {
-    sluice::kernels::require_supported(GgmlType::IQ2_XXS, "w");
+    sluice::kernels::require_supported(GgmlType::I32, "w");
   } catch (const Error& e) {
-    CHECK(std::string(e.what()).find("type iq2_xxs not supported yet (tensor 'w')") != std::string::npos);
+    CHECK(std::string(e.what()).find("type i32 not supported yet (tensor 'w')") != std::string::npos);
   }
-  std::vector<std::byte> block(66);
+  std::vector<std::byte> row(1024);
   float out[256];
-  CHECK_THROWS_AS(sluice::kernels::dequantize_row(GgmlType::IQ2_XXS, block.data(), out, 256), Error);
-  CHECK_THROWS_AS(sluice::kernels::vec_dot_type(GgmlType::TQ2_0), Error);
+  CHECK_THROWS_AS(sluice::kernels::dequantize_row(GgmlType::I32, row.data(), out, 256), Error);
+  CHECK_THROWS_AS(sluice::kernels::vec_dot_type(GgmlType::I32), Error);
+}
+
+TEST_CASE("the i-quants and ternary types are supported, paired with Q8_K, and have no weight quantizer") {
+  for (GgmlType type : {GgmlType::IQ1_S, GgmlType::IQ1_M, GgmlType::IQ2_XXS, GgmlType::IQ2_XS, GgmlType::IQ2_S,
+                        GgmlType::IQ3_XXS, GgmlType::IQ3_S, GgmlType::IQ4_XS, GgmlType::TQ1_0, GgmlType::TQ2_0}) {
+    INFO(sluice::ggml_type_name(type));
+    CHECK(sluice::kernels::is_supported(type));
+    CHECK_NOTHROW(sluice::kernels::require_supported(type, "w"));
+    CHECK(sluice::kernels::vec_dot_type(type) == GgmlType::Q8_K);
+    float x[256] = {};
+    std::vector<std::byte> row(sluice::ggml_row_bytes(type, 256));
+    try {
+      sluice::kernels::quantize_row(type, x, row.data(), 256);
+      FAIL("quantized " << sluice::ggml_type_name(type));
+    } catch (const Error& e) {
+      CHECK(e.code() == ErrorCode::unsupported);
+      CHECK(std::string(e.what()).find("has no quantize kernel") != std::string::npos);
+    }
+  }
 }

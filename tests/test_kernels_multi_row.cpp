@@ -9,6 +9,7 @@
 #include "kernels/cpu/dispatch.h"
 #include "kernels/matvec.h"
 #include "kernels/quant.h"
+#include "kernels/random_blocks.h"
 #include "kernels/thread_pool.h"
 #include "tests/kernels_reference.h"
 
@@ -20,12 +21,18 @@ using namespace sluice::test;
 
 namespace {
 
+// Rows quantized from random values, or random blocks for a type without a weight quantizer.
 std::vector<std::byte> quantized_rows(GgmlType type, int64_t n_rows, int64_t n_cols, uint32_t seed, float scale) {
   const size_t row_bytes = sluice::ggml_row_bytes(type, uint64_t(n_cols));
   std::vector<std::byte> bytes(row_bytes * size_t(n_rows));
   for (int64_t r = 0; r < n_rows; ++r) {
+    std::byte* dst = bytes.data() + size_t(r) * row_bytes;
+    if (!sluice::kernels::has_weight_quantizer(type)) {
+      sluice::kernels::fill_random_blocks(type, n_cols, seed + uint32_t(r), dst);
+      continue;
+    }
     const auto row = random_row(n_cols, seed + uint32_t(r), scale);
-    sluice::kernels::quantize_row(type, row.data(), bytes.data() + size_t(r) * row_bytes, n_cols);
+    sluice::kernels::quantize_row(type, row.data(), dst, n_cols);
   }
   return bytes;
 }
@@ -45,7 +52,9 @@ TEST_CASE("multi-row dot kernels equal the single-row kernel on every row, bit f
   constexpr int64_t n = 1024;
   int checked = 0;
   for (GgmlType type : {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q5_0, GgmlType::MXFP4, GgmlType::IQ4_NL,
-                        GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q6_K}) {
+                        GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::IQ1_S,
+                        GgmlType::IQ1_M, GgmlType::IQ2_XXS, GgmlType::IQ2_XS, GgmlType::IQ2_S, GgmlType::IQ3_XXS,
+                        GgmlType::IQ3_S, GgmlType::IQ4_XS, GgmlType::TQ1_0, GgmlType::TQ2_0}) {
     const size_t ti = size_t(type);
     struct Order {
       const char* name;
@@ -87,7 +96,9 @@ TEST_CASE("multi-row dot kernels equal the single-row kernel on every row, bit f
     }
   }
   if (checked == 0) MESSAGE("this CPU's kernel table (" << k.isa << ") has no multi-row kernels: nothing to compare");
-  else CHECK(checked == 23);  // Q4_K in three orders, eight more types in one, x2 and x4 each; x8 for Q3_K
+  // Q4_K in three orders, eight more types and the ten i-quant/ternary types in one, x2 and x4
+  // each; x8 for Q3_K.
+  else CHECK(checked == 43);
 }
 
 TEST_CASE("matmul with sequence runs gives each sequence the results it gets alone") {

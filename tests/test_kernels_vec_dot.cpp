@@ -3,13 +3,16 @@
 // error against ggml's own.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <map>
 #include <cstring>
 #include <string>
 
 #include "kernels/cpu/blocks.h"
 #include "kernels/cpu/dispatch.h"
 #include "kernels/quant.h"
+#include "kernels/random_blocks.h"
 #include "tests/kernels_reference.h"
 
 using sluice::GgmlType;
@@ -30,62 +33,33 @@ std::vector<std::byte> quantize_with(const KernelTable& table, GgmlType type, co
 }
 
 const KernelTable& scalar() { return sluice::kernels::cpu::scalar_kernels(); }
+const KernelTable& best() { return sluice::kernels::cpu::best_kernels(); }
+
+// The i-quants and ternary types: dequantize and dot only (no weight quantizer), so the SIMD
+// checks run them on random blocks.
+const GgmlType kIqTypes[] = {GgmlType::IQ1_S,   GgmlType::IQ1_M, GgmlType::IQ2_XXS, GgmlType::IQ2_XS,
+                             GgmlType::IQ2_S,   GgmlType::IQ3_XXS, GgmlType::IQ3_S, GgmlType::IQ4_XS,
+                             GgmlType::TQ1_0,   GgmlType::TQ2_0};
 
 // A row of random bytes with every f16 scale field replaced by a small finite value, so that
 // every bit pattern of the packed quants and sub-block scales is exercised.
 std::vector<std::byte> random_blocks(GgmlType type, int64_t n, uint32_t seed) {
-  namespace cpu = sluice::kernels::cpu;
-  std::mt19937 rng(seed);
   std::vector<std::byte> bytes(sluice::ggml_row_bytes(type, uint64_t(n)));
-  for (auto& b : bytes) b = std::byte(rng() & 0xff);
-  const auto& traits = sluice::ggml_traits(type);
-  auto half = [&](uint16_t& field) { field = cpu::f32_to_fp16(float(rng() % 1000 + 1) * 1e-4f); };
-  for (int64_t i = 0; i < n / int64_t(traits.block_size); ++i) {
-    std::byte* b = bytes.data() + size_t(i) * traits.type_size;
-    switch (type) {
-      case GgmlType::Q4_0: half(reinterpret_cast<cpu::BlockQ4_0*>(b)->d); break;
-      case GgmlType::Q4_1:
-        half(reinterpret_cast<cpu::BlockQ4_1*>(b)->d);
-        half(reinterpret_cast<cpu::BlockQ4_1*>(b)->m);
-        break;
-      case GgmlType::Q5_0: half(reinterpret_cast<cpu::BlockQ5_0*>(b)->d); break;
-      case GgmlType::Q5_1:
-        half(reinterpret_cast<cpu::BlockQ5_1*>(b)->d);
-        half(reinterpret_cast<cpu::BlockQ5_1*>(b)->m);
-        break;
-      case GgmlType::Q8_0: half(reinterpret_cast<cpu::BlockQ8_0*>(b)->d); break;
-      case GgmlType::IQ4_NL: half(reinterpret_cast<cpu::BlockIq4Nl*>(b)->d); break;
-      case GgmlType::MXFP4: reinterpret_cast<cpu::BlockMxfp4*>(b)->e = uint8_t(110 + rng() % 20); break;
-      case GgmlType::Q2_K:
-        half(reinterpret_cast<cpu::BlockQ2_K*>(b)->d);
-        half(reinterpret_cast<cpu::BlockQ2_K*>(b)->dmin);
-        break;
-      case GgmlType::Q3_K: half(reinterpret_cast<cpu::BlockQ3_K*>(b)->d); break;
-      case GgmlType::Q4_K:
-        half(reinterpret_cast<cpu::BlockQ4_K*>(b)->d);
-        half(reinterpret_cast<cpu::BlockQ4_K*>(b)->dmin);
-        break;
-      case GgmlType::Q5_K:
-        half(reinterpret_cast<cpu::BlockQ5_K*>(b)->d);
-        half(reinterpret_cast<cpu::BlockQ5_K*>(b)->dmin);
-        break;
-      case GgmlType::Q6_K: half(reinterpret_cast<cpu::BlockQ6_K*>(b)->d); break;
-      default: break;
-    }
-  }
+  sluice::kernels::fill_random_blocks(type, n, seed, bytes.data());
   return bytes;
 }
-const KernelTable& best() { return sluice::kernels::cpu::best_kernels(); }
 
-}  // namespace
-
-TEST_CASE("vec_dot of every reference row matches ggml's CPU result within 1e-5 relative") {
-  const auto ref = read_json(kernels_dir() / "kernels.json");
-  sluice::io::PreadReader reader((kernels_dir() / "kernels.gguf").string());
+// vec_dot of every row of every supported `w.<type>` in a kernels*.gguf against ggml's CPU result
+// (the first of each `dots` pair), with both tables; returns the types checked. `max_rel` gets
+// each type's largest relative error (name -> error), for the report.
+int check_reference_dots(const std::string& stem, std::map<std::string, double>* max_rel = nullptr) {
+  const auto ref = read_json(kernels_dir() / (stem + ".json"));
+  sluice::io::PreadReader reader((kernels_dir() / (stem + ".gguf")).string());
   const auto file = sluice::core::GgufFile::parse(reader);
   const auto& act_info = file.tensor("activation");
   std::vector<float> activation(act_info.n_elements);
   reader.read_sync(act_info.file_offset, std::as_writable_bytes(std::span(activation)));
+  int checked = 0;
   for (const auto& [name, entry] : ref["types"].items()) {
     const auto& t = file.tensor(entry["tensor"].get<std::string>());
     if (!sluice::kernels::is_supported(t.type)) continue;
@@ -96,13 +70,31 @@ TEST_CASE("vec_dot of every reference row matches ggml's CPU result within 1e-5 
     for (const KernelTable* table : {&scalar(), &best()}) {
       const auto act = quantize_with(*table, act_type, activation);
       for (size_t r = 0; r < entry["dots"].size(); ++r) {
-        INFO("type " << name << " row " << r << " isa " << table->isa);
+        INFO(stem << " type " << name << " row " << r << " isa " << table->isa);
         const double expected = entry["dots"][r][0].get<double>();
         const float got = table->vec_dot[size_t(t.type)](bytes.data() + r * t.row_bytes, act.data(), t.ne[0]);
-        CHECK(std::fabs(got - expected) <= 1e-5 * std::fabs(expected));
+        const double rel = std::fabs(got - expected) / std::fabs(expected);
+        if (max_rel) (*max_rel)[name] = std::max((*max_rel)[name], rel);
+        CHECK(rel <= 1e-5);
       }
     }
+    ++checked;
   }
+  return checked;
+}
+
+
+}  // namespace
+
+TEST_CASE("vec_dot of every reference row matches ggml's CPU result within 1e-5 relative") {
+  CHECK(check_reference_dots("kernels") == 17);
+}
+
+TEST_CASE("vec_dot of the imatrix i-quant reference rows matches ggml's CPU result within 1e-5 relative") {
+  std::map<std::string, double> max_rel;
+  CHECK(check_reference_dots("kernels-iq", &max_rel) == 7);
+  check_reference_dots("kernels", &max_rel);
+  for (const auto& [name, rel] : max_rel) MESSAGE(name << ": max relative error " << rel);
 }
 
 // llama.cpp's logits on k-quant models depend on the last bit of every dot: the AVX2 kernels of the
@@ -132,11 +124,40 @@ TEST_CASE("AVX2 Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K and Q6_K dots equal ggm
   }
 }
 
+// The i-quant and ternary kernels (scalar and AVX2 alike) sum in ggml's x86 order: every
+// reference row lands on ggml's CPU result to the last bit.
+TEST_CASE("i-quant and ternary dots equal ggml's CPU vec_dot to the bit, scalar and AVX2") {
+  for (const std::string stem : {"kernels", "kernels-iq"}) {
+    const auto ref = read_json(kernels_dir() / (stem + ".json"));
+    sluice::io::PreadReader reader((kernels_dir() / (stem + ".gguf")).string());
+    const auto file = sluice::core::GgufFile::parse(reader);
+    const auto& act_info = file.tensor("activation");
+    std::vector<float> activation(act_info.n_elements);
+    reader.read_sync(act_info.file_offset, std::as_writable_bytes(std::span(activation)));
+    int checked = 0;
+    for (const auto& [name, entry] : ref["types"].items()) {
+      const auto& t = file.tensor(entry["tensor"].get<std::string>());
+      if (std::find(std::begin(kIqTypes), std::end(kIqTypes), t.type) == std::end(kIqTypes)) continue;
+      const auto bytes = read_tensor_bytes(reader, t);
+      for (const KernelTable* table : {&scalar(), &best()}) {
+        const auto act = quantize_with(*table, GgmlType::Q8_K, activation);
+        for (size_t r = 0; r < entry["dots"].size(); ++r) {
+          INFO("type " << name << " row " << r << " isa " << table->isa);
+          const float expected = entry["dots"][r][0].get<float>();
+          CHECK(table->vec_dot[size_t(t.type)](bytes.data() + r * t.row_bytes, act.data(), t.ne[0]) == expected);
+        }
+      }
+      ++checked;
+    }
+    CHECK(checked == (stem == "kernels" ? 3 : 7));
+  }
+}
+
 TEST_CASE("SIMD activation quantization is bit-identical to the scalar reference") {
   for (GgmlType type : {GgmlType::Q8_0, GgmlType::Q8_1, GgmlType::Q8_K, GgmlType::F16, GgmlType::BF16}) {
     for (int64_t n : {256, 512, 4096, 7168, 18432}) {
       for (uint32_t seed : {1u, 2u, 3u}) {
-        INFO(sluice::ggml_type_name(type) << " n=" << n << " seed=" << seed << " isa " << best().isa);
+        INFO(sluice::ggml_type_name(type) << " n=" << n << " seed=" << seed << " isa " << std::string(best().isa));
         auto x = random_row(n, seed * 7919u + uint32_t(n));
         // Values exactly halfway between two quantization levels exercise the tie rule.
         if (n == 256) {
@@ -181,7 +202,9 @@ TEST_CASE("SIMD dot products match the scalar reference within normalized MSE 1e
 }
 
 TEST_CASE("SIMD dot products match the scalar reference on random bit patterns of every block field") {
-  for (GgmlType type : kWeightTypes) {
+  std::vector<GgmlType> types(std::begin(kWeightTypes), std::end(kWeightTypes));
+  types.insert(types.end(), std::begin(kIqTypes), std::end(kIqTypes));
+  for (GgmlType type : types) {
     if (type == GgmlType::F32 || type == GgmlType::F16 || type == GgmlType::BF16) continue;
     const GgmlType act_type = sluice::kernels::vec_dot_type(type);
     double err = 0, norm = 0;
@@ -195,6 +218,24 @@ TEST_CASE("SIMD dot products match the scalar reference on random bit patterns o
     }
     INFO(sluice::ggml_type_name(type) << " nmse " << err / norm);
     CHECK(err / norm <= 1e-10);
+  }
+}
+
+// Scalar and AVX2 i-quant/ternary kernels sum in the same order (ggml's x86 one), so they agree
+// to the bit on any block, not only within a tolerance.
+TEST_CASE("AVX2 i-quant and ternary dots are bit-identical to the scalar reference on random blocks") {
+  for (GgmlType type : kIqTypes) {
+    for (int64_t n : {256, 2048, 18432}) {
+      for (uint32_t seed : {1u, 2u}) {
+        INFO(sluice::ggml_type_name(type) << " n=" << n << " seed=" << seed << " isa " << std::string(best().isa));
+        const auto w = random_blocks(type, n, seed * 31u + uint32_t(n));
+        const auto act = quantize_with(scalar(), GgmlType::Q8_K, random_row(n, seed + uint32_t(n), seed == 2 ? 30.0f : 1.0f));
+        const float a = best().vec_dot[size_t(type)](w.data(), act.data(), n);
+        const float b = scalar().vec_dot[size_t(type)](w.data(), act.data(), n);
+        CHECK(std::isfinite(b));
+        CHECK(std::memcmp(&a, &b, sizeof a) == 0);
+      }
+    }
   }
 }
 
@@ -230,6 +271,11 @@ TEST_CASE("the reference quantizers lose at most 1.25x the RMS error of ggml's o
   for (const auto& [name, entry] : ref["types"].items()) {
     const auto& t = file.tensor(entry["tensor"].get<std::string>());
     if (!sluice::kernels::is_supported(t.type)) continue;
+    // No weight quantizer for the i-quants and ternary types (ggml's needs its codebook search).
+    if (std::find(std::begin(kIqTypes), std::end(kIqTypes), t.type) != std::end(kIqTypes)) {
+      CHECK_FALSE(sluice::kernels::has_weight_quantizer(t.type));
+      continue;
+    }
     REQUIRE(t.n_elements == source.size());
     const auto ggml_values = dequantize_tensor(t, read_tensor_bytes(reader, t));
     std::vector<std::byte> ours(t.n_bytes);

@@ -23,6 +23,7 @@
 #include "kernels/cpu/dispatch.h"
 #include "kernels/matvec.h"
 #include "kernels/quant.h"
+#include "kernels/random_blocks.h"
 #include "kernels/thread_pool.h"
 #include "tools/bench_kernels_gpu.h"
 #include "tools/commands.h"
@@ -97,7 +98,10 @@ BenchMatrix make_matrix(GgmlType type, int64_t n_cols, size_t target_bytes) {
   constexpr int64_t kDistinct = 16;
   for (int64_t r = 0; r < kDistinct; ++r) {
     for (auto& v : row) v = normal(rng);
-    kernels::quantize_row(type, row.data(), m.bytes.data() + size_t(r) * row_bytes, n_cols);
+    std::byte* dst = m.bytes.data() + size_t(r) * row_bytes;
+    // Types without a weight quantizer (i-quants, TQ1_0/TQ2_0): random codes, small finite scales.
+    if (kernels::has_weight_quantizer(type)) kernels::quantize_row(type, row.data(), dst, n_cols);
+    else kernels::fill_random_blocks(type, n_cols, uint32_t(r), dst);
   }
   for (int64_t r = kDistinct; r < n_rows; ++r)
     std::memcpy(m.bytes.data() + size_t(r) * row_bytes, m.bytes.data() + size_t(r % kDistinct) * row_bytes,
@@ -135,7 +139,8 @@ int cmd_bench_kernels(int argc, char** argv) {
                         cxxopts::value<unsigned>()->default_value(std::to_string(hw)))(
       "types", "comma-separated weight types",
       cxxopts::value<std::string>()->default_value(
-          "f32,f16,bf16,q8_0,q6_K,q5_K,q4_K,q3_K,q2_K,q5_0,q4_0,q4_1,mxfp4,iq4_nl"))(
+          "f32,f16,bf16,q8_0,q6_K,q5_K,q4_K,q3_K,q2_K,q5_0,q4_0,q4_1,mxfp4,iq4_nl,"
+          "iq4_xs,iq3_s,iq3_xxs,iq2_s,iq2_xs,iq2_xxs,iq1_m,iq1_s,tq2_0,tq1_0"))(
       "cols", "row length (n_embd-like)", cxxopts::value<int64_t>()->default_value("4096"))(
       "mb", "weight matrix size per type, MiB (keep it above the L3 size)",
       cxxopts::value<size_t>()->default_value("96"))("seconds", "minimum timing per measurement",

@@ -6,6 +6,7 @@
 
 #include "common/ggml_type.h"
 #include "kernels/cpu/scalar.h"
+#include "kernels/cpu/scalar_iq.h"
 
 namespace sluice::kernels::cpu {
 namespace {
@@ -37,6 +38,17 @@ KernelTable make_scalar_table() {
   set(t, GgmlType::Q5_K, dequantize_q5_k, quantize_q5_k, vec_dot_q5_k);
   set(t, GgmlType::Q6_K, dequantize_q6_k, quantize_q6_k, vec_dot_q6_k);
   set(t, GgmlType::Q8_K, dequantize_q8_k, quantize_q8_k, nullptr);
+  // The i-quants and ternary types: dequantize and dot only (no weight quantizer).
+  set(t, GgmlType::TQ1_0, dequantize_tq1_0, nullptr, vec_dot_tq1_0);
+  set(t, GgmlType::TQ2_0, dequantize_tq2_0, nullptr, vec_dot_tq2_0);
+  set(t, GgmlType::IQ4_XS, dequantize_iq4_xs, nullptr, vec_dot_iq4_xs);
+  set(t, GgmlType::IQ2_XXS, dequantize_iq2_xxs, nullptr, vec_dot_iq2_xxs);
+  set(t, GgmlType::IQ2_XS, dequantize_iq2_xs, nullptr, vec_dot_iq2_xs);
+  set(t, GgmlType::IQ2_S, dequantize_iq2_s, nullptr, vec_dot_iq2_s);
+  set(t, GgmlType::IQ3_XXS, dequantize_iq3_xxs, nullptr, vec_dot_iq3_xxs);
+  set(t, GgmlType::IQ3_S, dequantize_iq3_s, nullptr, vec_dot_iq3_s);
+  set(t, GgmlType::IQ1_S, dequantize_iq1_s, nullptr, vec_dot_iq1_s);
+  set(t, GgmlType::IQ1_M, dequantize_iq1_m, nullptr, vec_dot_iq1_m);
   t.vec_dot_repack[size_t(GgmlType::Q4_K)] = vec_dot_q4_k_repack;
   t.vec_dot_repack_gemm[size_t(GgmlType::Q4_K)] = vec_dot_q4_k_repack_gemm;
   t.add_scaled_f16 = add_scaled_f16;

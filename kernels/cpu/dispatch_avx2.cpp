@@ -1,6 +1,7 @@
 // Installs the AVX2 kernels into a dispatch table (called only when the CPU has AVX2+FMA+F16C).
 #include "common/ggml_type.h"
 #include "kernels/cpu/avx2.h"
+#include "kernels/cpu/avx2_iq.h"
 #include "kernels/cpu/dispatch.h"
 
 namespace sluice::kernels::cpu {
@@ -49,6 +50,25 @@ void add_avx2_kernels(KernelTable& t) {
   multi(t.vec_dot_multi, GgmlType::Q2_K, avx2::vec_dot_q2_k_x2, avx2::vec_dot_q2_k_x4);
   multi(t.vec_dot_multi, GgmlType::Q3_K, avx2::vec_dot_q3_k_x2, avx2::vec_dot_q3_k_x4, avx2::vec_dot_q3_k_x8);
   multi(t.vec_dot_multi, GgmlType::Q6_K, avx2::vec_dot_q6_k_x2, avx2::vec_dot_q6_k_x4);
+  // The i-quants and ternary types: one-row, x2 and x4 (no x8: not measured faster yet).
+  const struct {
+    GgmlType type;
+    VecDotFn one;
+    VecDotMultiFn x2, x4;
+  } iq[] = {{GgmlType::TQ1_0, avx2::vec_dot_tq1_0, avx2::vec_dot_tq1_0_x2, avx2::vec_dot_tq1_0_x4},
+            {GgmlType::TQ2_0, avx2::vec_dot_tq2_0, avx2::vec_dot_tq2_0_x2, avx2::vec_dot_tq2_0_x4},
+            {GgmlType::IQ4_XS, avx2::vec_dot_iq4_xs, avx2::vec_dot_iq4_xs_x2, avx2::vec_dot_iq4_xs_x4},
+            {GgmlType::IQ2_XXS, avx2::vec_dot_iq2_xxs, avx2::vec_dot_iq2_xxs_x2, avx2::vec_dot_iq2_xxs_x4},
+            {GgmlType::IQ2_XS, avx2::vec_dot_iq2_xs, avx2::vec_dot_iq2_xs_x2, avx2::vec_dot_iq2_xs_x4},
+            {GgmlType::IQ2_S, avx2::vec_dot_iq2_s, avx2::vec_dot_iq2_s_x2, avx2::vec_dot_iq2_s_x4},
+            {GgmlType::IQ3_XXS, avx2::vec_dot_iq3_xxs, avx2::vec_dot_iq3_xxs_x2, avx2::vec_dot_iq3_xxs_x4},
+            {GgmlType::IQ3_S, avx2::vec_dot_iq3_s, avx2::vec_dot_iq3_s_x2, avx2::vec_dot_iq3_s_x4},
+            {GgmlType::IQ1_S, avx2::vec_dot_iq1_s, avx2::vec_dot_iq1_s_x2, avx2::vec_dot_iq1_s_x4},
+            {GgmlType::IQ1_M, avx2::vec_dot_iq1_m, avx2::vec_dot_iq1_m_x2, avx2::vec_dot_iq1_m_x4}};
+  for (const auto& k : iq) {
+    dot(k.type, k.one);
+    multi(t.vec_dot_multi, k.type, k.x2, k.x4);
+  }
   multi(t.vec_dot_repack_multi, GgmlType::Q4_K, avx2::vec_dot_q4_k_repack_x2, avx2::vec_dot_q4_k_repack_x4);
   multi(t.vec_dot_repack_gemm_multi, GgmlType::Q4_K, avx2::vec_dot_q4_k_repack_gemm_x2,
         avx2::vec_dot_q4_k_repack_gemm_x4);

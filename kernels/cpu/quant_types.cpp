@@ -23,7 +23,17 @@ bool is_supported(GgmlType type) {
     case GgmlType::Q5_K:
     case GgmlType::Q6_K:
     case GgmlType::MXFP4:
-    case GgmlType::IQ4_NL: return true;
+    case GgmlType::IQ4_NL:
+    case GgmlType::IQ4_XS:
+    case GgmlType::IQ2_XXS:
+    case GgmlType::IQ2_XS:
+    case GgmlType::IQ2_S:
+    case GgmlType::IQ3_XXS:
+    case GgmlType::IQ3_S:
+    case GgmlType::IQ1_S:
+    case GgmlType::IQ1_M:
+    case GgmlType::TQ1_0:
+    case GgmlType::TQ2_0: return true;
     default: return false;
   }
 }
