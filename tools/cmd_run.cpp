@@ -25,6 +25,7 @@
 #include "tools/memory_flags.h"
 #include "tools/progress_bar.h"
 #include "tools/routing_outputs.h"
+#include "tools/status_line.h"
 
 namespace sluice::tools {
 
@@ -56,7 +57,7 @@ std::vector<int32_t> parse_token_list(const std::string& text) {
 // --stats: one line per generated token and a summary, from the cache's counters.
 class StatsPrinter {
  public:
-  StatsPrinter(core::Engine& engine, bool enabled) : engine_(engine), enabled_(enabled) {}
+  StatsPrinter(core::Engine& engine, bool enabled) : engine_(engine), enabled_(enabled), status_(enabled) {}
   void begin() {
     if (!enabled_) return;
     t_ = Clock::now();
@@ -68,28 +69,32 @@ class StatsPrinter {
   void token(int index) {
     if (!enabled_) return;
     double ms = seconds_since(t_) * 1e3;
-    std::string gpu;
+    char buf[320];
+    if (!engine_.cache()) {
+      std::snprintf(buf, sizeof buf, "[token %d] %.2f ms (experts in core)", index, ms);
+    } else {
+      cache::CacheCounters now = engine_.cache()->stats().total;
+      std::snprintf(buf, sizeof buf, "[token %d] %.2f ms  hits %llu  misses %llu  read %.2f MB  io wait %.2f ms", index, ms,
+                    static_cast<unsigned long long>(now.hits - before_.hits),
+                    static_cast<unsigned long long>(now.misses - before_.misses), (now.bytes_read - before_.bytes_read) / 1e6,
+                    (now.io_wait_ns - before_.io_wait_ns) / 1e6);
+    }
+    std::string line = buf;
     if (engine_.gpu()) {
       const core::GpuCounters d = engine_.gpu()->counters() - gpu_before_;
-      char buf[160];
       std::snprintf(buf, sizeof buf, "  gpu %llu/cpu %llu products  vram hits %llu  copied up %llu  cpu fallbacks %llu",
                     static_cast<unsigned long long>(d.products_gpu), static_cast<unsigned long long>(d.products_cpu),
                     static_cast<unsigned long long>(d.expert_hits), static_cast<unsigned long long>(d.experts_copied),
                     static_cast<unsigned long long>(d.expert_cpu_fallbacks));
-      gpu = buf;
+      line += buf;
     }
-    if (!engine_.cache()) {
-      std::fprintf(stderr, "[token %d] %.2f ms (experts in core)%s\n", index, ms, gpu.c_str());
-      return;
-    }
-    cache::CacheCounters now = engine_.cache()->stats().total;
-    std::fprintf(stderr, "[token %d] %.2f ms  hits %llu  misses %llu  read %.2f MB  io wait %.2f ms%s\n", index, ms,
-                 static_cast<unsigned long long>(now.hits - before_.hits),
-                 static_cast<unsigned long long>(now.misses - before_.misses), (now.bytes_read - before_.bytes_read) / 1e6,
-                 (now.io_wait_ns - before_.io_wait_ns) / 1e6, gpu.c_str());
+    // On a terminal the figures update in place on the bottom row, out of the text's way.
+    if (status_.active()) status_.update(line);
+    else std::fprintf(stderr, "%s\n", line.c_str());
   }
   void summary(double seconds) {
     if (!enabled_) return;
+    status_.close();
     std::fprintf(stderr, "sluice run: peak RSS %llu bytes (%s) with %s accounted to the budget\n",
                  static_cast<unsigned long long>(core::peak_rss_bytes()), human_bytes(core::peak_rss_bytes()).c_str(),
                  human_bytes(engine_.budget().total()).c_str());
@@ -125,6 +130,7 @@ class StatsPrinter {
   cache::CacheCounters start_, before_;
   core::GpuCounters gpu_start_, gpu_before_;
   bool started_ = false;
+  StatusLine status_;
 };
 
 }  // namespace
