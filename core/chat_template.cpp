@@ -41,7 +41,7 @@ ChatTemplate::ChatTemplate(std::string_view source, std::string bos, std::string
       strip_eos_(strip_eos) {}
 
 ChatTemplate ChatTemplate::for_model(const GgufFile& gguf, const Tokenizer& tokenizer, std::string_view spec) {
-  std::string source, name;
+  std::string source, name, notice;
   if (!spec.empty()) {
     if (!builtin_chat_template(spec).empty()) {
       source = builtin_chat_template(spec);
@@ -57,15 +57,19 @@ ChatTemplate ChatTemplate::for_model(const GgufFile& gguf, const Tokenizer& toke
                                                    "' is not a built-in name (chatml), a file, or Jinja text");
     }
   } else {
-    if (!gguf.has("tokenizer.chat_template"))
-      throw Error(ErrorCode::invalid_argument,
-                  "the model has no tokenizer.chat_template; give --chat-template chatml (or a Jinja file)");
-    source = gguf.get_string("tokenizer.chat_template");
-    name = "tokenizer.chat_template";
+    if (gguf.has("tokenizer.chat_template")) {
+      source = gguf.get_string("tokenizer.chat_template");
+      name = "tokenizer.chat_template";
+    } else {  // as llama-server does: chatml, with a warning
+      source = builtin_chat_template("chatml");
+      name = "chatml";
+      notice = "the model has no tokenizer.chat_template; using chatml (--chat-template overrides)";
+    }
   }
   auto text = [&](int32_t id) { return id == kNullToken ? std::string() : std::string(tokenizer.token_text(id)); };
   ChatTemplate t(source, text(tokenizer.bos()), text(tokenizer.eos()), tokenizer.add_bos(), tokenizer.add_eos());
   t.name_ = name;
+  t.notice_ = notice;
   try {
     t.apply(nlohmann::ordered_json::array({{{"role", "user"}, {"content", "hello"}}}), true);
   } catch (const Error& e) {

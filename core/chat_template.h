@@ -26,8 +26,9 @@ class Tokenizer;
 
 class ChatTemplate {
  public:
-  // Error(invalid_argument) when the file has no tokenizer.chat_template and no override is
-  // given; Error(unsupported/invalid_argument) from the Jinja parser or the trial render.
+  // Without an override and without tokenizer.chat_template in the file: chatml, as llama-server
+  // does, and notice() says so. Error(unsupported/invalid_argument) from the Jinja parser or the
+  // trial render.
   static ChatTemplate for_model(const GgufFile& gguf, const Tokenizer& tokenizer, std::string_view override_spec);
   // `source` is Jinja text; bos/eos are the texts bound to bos_token/eos_token.
   ChatTemplate(std::string_view source, std::string bos, std::string eos, bool strip_bos, bool strip_eos);
@@ -37,10 +38,12 @@ class ChatTemplate {
   std::string apply(const nlohmann::ordered_json& messages, bool add_generation_prompt,
                     const nlohmann::ordered_json& extra = nlohmann::ordered_json::object()) const;
   const std::string& name() const { return name_; }
+  // One line for the user when a fallback was taken; empty otherwise.
+  const std::string& notice() const { return notice_; }
 
  private:
   std::shared_ptr<const jinja::Template> tmpl_;
-  std::string bos_, eos_, name_;
+  std::string bos_, eos_, name_, notice_;
   bool strip_bos_ = false, strip_eos_ = false;
 };
 

@@ -9,6 +9,7 @@ int cmd_bench(int argc, char** argv);          // dispatches to the three below
 int cmd_bench_io(int argc, char** argv);       // sluice bench io
 int cmd_bench_kernels(int argc, char** argv);  // sluice bench kernels
 int cmd_bench_model(int argc, char** argv);    // sluice bench -m MODEL
+int cmd_chat(int argc, char** argv);
 int cmd_demo(int argc, char** argv);
 int cmd_doctor(int argc, char** argv);
 int cmd_index(int argc, char** argv);

@@ -20,6 +20,7 @@ struct Command {
 // Keep sorted by name; one line per subcommand.
 const Command kCommands[] = {
     {"bench", sluice::tools::cmd_bench, "measure a model (tok/s, hit rate, GB/s), or 'bench io' / 'bench kernels'"},
+    {"chat", sluice::tools::cmd_chat, "interactive chat; the KV cache is kept between turns"},
     {"demo", sluice::tools::cmd_demo, "synthesize a Kimi-K2-shaped model once, run it out of core, benchmark it"},
     {"doctor", sluice::tools::cmd_doctor, "check io_uring, O_DIRECT, memlock, cgroup, CPU and disk; recommend a budget"},
     {"index", sluice::tools::cmd_index, "digest every shard extent (XXH3-64) into a sidecar manifest"},

@@ -1,0 +1,215 @@
+// sluice chat -m MODEL (--budget SIZE | --cache-experts F | --in-core): an interactive chat on the
+// terminal over core::ChatSession (the model's chat template, or chatml when it has none; the KV
+// cache kept between turns, so a turn prefills only its own tokens). Commands: /stats, /reset,
+// /quit. Ctrl-C stops the current answer; at the prompt it (or Ctrl-D) leaves.
+#include <signal.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <iostream>
+
+#include <cxxopts.hpp>
+
+#include "common/error.h"
+#include "common/units.h"
+#include "core/chat_session.h"
+#include "core/chat_template.h"
+#include "core/engine.h"
+#include "core/tokenizer.h"
+#include "tools/commands.h"
+#include "tools/memory_flags.h"
+
+namespace sluice::tools {
+
+namespace {
+
+std::atomic<bool> g_interrupted{false};
+void on_sigint(int) { g_interrupted.store(true); }
+
+// The whole session's decode figures, for /stats.
+struct ChatTotals {
+  int64_t generated = 0, prefilled = 0;
+  double decode_seconds = 0, prefill_seconds = 0;
+  uint64_t hits = 0, misses = 0, bytes = 0;
+  void add(const core::ChatTurnStats& t) {
+    generated += t.generated_tokens;
+    prefilled += t.prefilled_tokens;
+    decode_seconds += t.decode_seconds;
+    prefill_seconds += t.prefill_seconds;
+    hits += t.cache_hits;
+    misses += t.cache_misses;
+    bytes += t.bytes_read;
+  }
+};
+
+std::string rate(double n, double s) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.1f", s > 0 ? n / s : 0.0);
+  return b;
+}
+
+// The line under each answer.
+std::string turn_line(const core::ChatTurnStats& t) {
+  char b[256];
+  const uint64_t lookups = t.cache_hits + t.cache_misses;
+  std::snprintf(b, sizeof b, "[prefill %lld of %lld tokens, %s tok/s | %lld tokens, %s tok/s | hits %.0f%% | %.1f MB/token%s]",
+                static_cast<long long>(t.prefilled_tokens), static_cast<long long>(t.prompt_tokens),
+                rate(static_cast<double>(t.prefilled_tokens), t.prefill_seconds).c_str(),
+                static_cast<long long>(t.generated_tokens), rate(static_cast<double>(t.generated_tokens), t.decode_seconds).c_str(),
+                lookups ? 100.0 * static_cast<double>(t.cache_hits) / static_cast<double>(lookups) : 100.0,
+                t.generated_tokens ? static_cast<double>(t.bytes_read) / 1e6 / static_cast<double>(t.generated_tokens) : 0.0,
+                t.interrupted ? ", interrupted" : t.context_full ? ", context full" : "");
+  return b;
+}
+
+void print_totals(const ChatTotals& s) {
+  const uint64_t lookups = s.hits + s.misses;
+  std::printf("decode: %lld tokens in %.2f s, %s tok/s; prefill: %lld tokens, %s tok/s\n"
+              "expert cache: hit rate %.1f%%, %.1f MB/token read, disk %.2f GB/s during decode\n",
+              static_cast<long long>(s.generated), s.decode_seconds, rate(static_cast<double>(s.generated), s.decode_seconds).c_str(),
+              static_cast<long long>(s.prefilled), rate(static_cast<double>(s.prefilled), s.prefill_seconds).c_str(),
+              lookups ? 100.0 * static_cast<double>(s.hits) / static_cast<double>(lookups) : 100.0,
+              s.generated ? static_cast<double>(s.bytes) / 1e6 / static_cast<double>(s.generated) : 0.0,
+              s.decode_seconds > 0 ? static_cast<double>(s.bytes) / 1e9 / s.decode_seconds : 0.0);
+}
+
+// One line from stdin without the newline; false at end of input or on Ctrl-C.
+bool read_line(std::string& line) {
+  line.clear();
+  char buf[4096];
+  for (;;) {
+    if (!std::fgets(buf, sizeof buf, stdin)) {
+      std::clearerr(stdin);
+      return false;
+    }
+    line += buf;
+    if (!line.empty() && line.back() == '\n') {
+      line.pop_back();
+      return true;
+    }
+  }
+}
+
+}  // namespace
+
+int cmd_chat(int argc, char** argv) {
+  cxxopts::Options options("sluice chat", "Interactive chat; the KV cache is kept between turns. /stats, /reset, /quit; "
+                                          "Ctrl-C stops an answer");
+  options.add_options()
+      ("m,model", "GGUF model file", cxxopts::value<std::string>())
+      ("sys,system-prompt", "a system message to start the conversation with", cxxopts::value<std::string>())
+      ("chat-template", "override tokenizer.chat_template: chatml, a Jinja file, or Jinja text", cxxopts::value<std::string>()->default_value(""))
+      ("n,n-predict", "most tokens per answer (-1: until the end of the turn or a full context)", cxxopts::value<int64_t>()->default_value("-1"))
+      ("t,threads", "worker threads", cxxopts::value<unsigned>()->default_value("1"))
+      ("c,ctx-size", "context length (0: min(training context, 4096))", cxxopts::value<int64_t>()->default_value("0"))
+      ("b,batch-size", "most prompt tokens per forward pass", cxxopts::value<int64_t>()->default_value("512"))
+      ("kv-type", "KV cache type: f16 or f32", cxxopts::value<std::string>()->default_value("f16"))
+      ("temp", "temperature (0: greedy)", cxxopts::value<float>()->default_value("0"))
+      ("top-k", "top-k filter (0: off)", cxxopts::value<int>()->default_value("40"))
+      ("top-p", "top-p filter (1: off)", cxxopts::value<float>()->default_value("0.95"))
+      ("min-p", "min-p filter (0: off)", cxxopts::value<float>()->default_value("0.05"))
+      ("repeat-penalty", "repetition penalty (1: off)", cxxopts::value<float>()->default_value("1"))
+      ("seed", "sampling seed", cxxopts::value<uint64_t>()->default_value("0"))
+      ("budget", "memory ceiling for everything sluice allocates for the model (29G, 512M, or 10% of the file)", cxxopts::value<std::string>())
+      ("cache-experts", "size the budget so the expert cache holds this share of all routed experts (e.g. 25%)", cxxopts::value<std::string>())
+      ("in-core", "load the routed experts into RAM too (no cache, no streaming)")
+      ("io", "IO backend: auto, uring or pread", cxxopts::value<std::string>()->default_value("auto"))
+      ("policy", "expert cache eviction policy", cxxopts::value<std::string>()->default_value("lru"))
+      ("verify", "check shards against the model's index: on or off", cxxopts::value<std::string>()->default_value("on"))
+      ("h,help", "show this help");
+  auto args = options.parse(argc, argv);
+  if (args.count("help")) {
+    std::cout << options.help();
+    return 0;
+  }
+  if (!args.count("model")) throw Error(ErrorCode::invalid_argument, "-m MODEL.gguf is required");
+  const std::string model_path = args["model"].as<std::string>();
+  const unsigned threads = args["threads"].as<unsigned>();
+  if (threads == 0 || threads > 1024) throw Error(ErrorCode::invalid_argument, "-t " + std::to_string(threads) + " must be in [1, 1024]");
+  const int64_t ctx = args["ctx-size"].as<int64_t>(), batch = args["batch-size"].as<int64_t>();
+  if (ctx < 0) throw Error(ErrorCode::invalid_argument, "-c " + std::to_string(ctx) + " must be >= 0");
+  if (batch < 1) throw Error(ErrorCode::invalid_argument, "-b " + std::to_string(batch) + " must be at least 1");
+  const std::string kv_name = args["kv-type"].as<std::string>();
+  if (kv_name != "f16" && kv_name != "f32") throw Error(ErrorCode::invalid_argument, "--kv-type '" + kv_name + "' must be f16 or f32");
+  const std::string verify = args["verify"].as<std::string>();
+  if (verify != "on" && verify != "off") throw Error(ErrorCode::invalid_argument, "--verify '" + verify + "' must be on or off");
+
+  core::EngineOptions eo;
+  eo.model_path = model_path;
+  eo.threads = threads;
+  eo.in_core = args.count("in-core") > 0;
+  eo.io.kind = io::parse_io_kind(args["io"].as<std::string>());
+  eo.policy = args["policy"].as<std::string>();
+  eo.verify = verify == "on";
+  eo.session.n_ctx = ctx;
+  eo.session.n_batch = ctx > 0 ? std::min(batch, ctx) : batch;
+  eo.session.kv_type = kv_name == "f32" ? GgmlType::F32 : GgmlType::F16;
+  if (args.count("budget"))
+    eo.budget_bytes = parse_budget_flag(args["budget"].as<std::string>(), std::filesystem::file_size(model_path));
+  if (args.count("cache-experts")) eo.cache_experts = parse_cache_experts_flag(args["cache-experts"].as<std::string>());
+  if (eo.in_core && (eo.budget_bytes || eo.cache_experts > 0))
+    throw Error(ErrorCode::invalid_argument, "--in-core loads every expert; it cannot be combined with --budget or --cache-experts");
+  const core::SamplerOptions sampling{.temperature = args["temp"].as<float>(),
+                                      .top_k = args["top-k"].as<int>(),
+                                      .top_p = args["top-p"].as<float>(),
+                                      .min_p = args["min-p"].as<float>(),
+                                      .repeat_penalty = args["repeat-penalty"].as<float>(),
+                                      .repeat_last_n = 64,
+                                      .seed = args["seed"].as<uint64_t>()};
+
+  core::Engine engine(eo);
+  for (const auto& notice : engine.notices()) std::fprintf(stderr, "sluice chat: %s\n", notice.c_str());
+  const core::Tokenizer tokenizer = core::Tokenizer::from_gguf(engine.gguf());
+  const core::ChatTemplate chat = core::ChatTemplate::for_model(engine.gguf(), tokenizer, args["chat-template"].as<std::string>());
+  if (!chat.notice().empty()) std::fprintf(stderr, "sluice chat: %s\n", chat.notice().c_str());
+  std::fprintf(stderr, "sluice chat: %s\nsluice chat: %s\nsluice chat: chat template %s; /stats, /reset, /quit; Ctrl-C stops an answer\n",
+               engine.describe_model().c_str(), engine.describe_budget().c_str(), chat.name().c_str());
+
+  core::ChatSession session(engine, tokenizer, chat, sampling);
+  if (args.count("system-prompt")) session.set_system(args["system-prompt"].as<std::string>());
+  struct sigaction sa{};
+  sa.sa_handler = on_sigint;  // no SA_RESTART: Ctrl-C at the prompt ends the read
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, nullptr);
+
+  ChatTotals totals;
+  const int64_t max_tokens = args["n-predict"].as<int64_t>();
+  std::string line;
+  for (;;) {
+    std::printf("> ");
+    std::fflush(stdout);
+    g_interrupted.store(false);
+    if (!read_line(line)) {
+      std::printf("\n");
+      break;
+    }
+    if (line.empty()) continue;
+    if (line == "/quit" || line == "/exit") break;
+    if (line == "/reset") {
+      session.reset();
+      std::printf("(conversation cleared)\n");
+      continue;
+    }
+    if (line == "/stats") {
+      print_totals(totals);
+      continue;
+    }
+    try {
+      const core::ChatTurnStats t = session.say(line, max_tokens, [](const std::string& piece) {
+        std::fputs(piece.c_str(), stdout);
+        std::fflush(stdout);
+      }, g_interrupted);
+      totals.add(t);
+      std::printf("\n%s\n", turn_line(t).c_str());
+    } catch (const Error& e) {
+      if (e.code() != ErrorCode::invalid_argument) throw;
+      std::printf("(%s)\n", e.what());  // a conversation past the context: the user can /reset
+    }
+  }
+  return 0;
+}
+
+}  // namespace sluice::tools
