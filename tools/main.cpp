@@ -47,6 +47,10 @@ int main(int argc, char** argv) {
     return 2;
   }
   std::string_view name = argv[1];
+  if (name == "--version" || name == "-V") {
+    std::printf("sluice %s\n", SLUICE_VERSION);
+    return 0;
+  }
   if (name == "-h" || name == "--help" || name == "help") {
     print_usage(stdout);
     return 0;

@@ -1,0 +1,32 @@
+# Install rules and the Debian package (`cmake --install`, `cpack -G DEB` in the build folder):
+# the sluice binary, its man page (packaging/make-manpage: help2man over every command's --help)
+# and bash completion.
+include(GNUInstallDirs)
+install(TARGETS sluice RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+install(FILES ${CMAKE_SOURCE_DIR}/packaging/bash-completion/sluice
+        DESTINATION ${CMAKE_INSTALL_DATADIR}/bash-completion/completions)
+
+find_program(SLUICE_HELP2MAN help2man)
+if(SLUICE_HELP2MAN)
+  add_custom_command(OUTPUT ${CMAKE_BINARY_DIR}/sluice.1
+                     COMMAND ${CMAKE_SOURCE_DIR}/packaging/make-manpage $<TARGET_FILE:sluice> ${CMAKE_BINARY_DIR}/sluice.1
+                     DEPENDS sluice ${CMAKE_SOURCE_DIR}/packaging/make-manpage
+                     COMMENT "man page from the help texts (help2man)")
+  add_custom_target(sluice_manpage ALL DEPENDS ${CMAKE_BINARY_DIR}/sluice.1)
+  install(FILES ${CMAKE_BINARY_DIR}/sluice.1 DESTINATION ${CMAKE_INSTALL_MANDIR}/man1)
+else()
+  message(WARNING "help2man not found (scripts/setup installs it): the man page is not built or installed")
+endif()
+
+set(CPACK_GENERATOR DEB)
+set(CPACK_PACKAGE_NAME sluice)
+set(CPACK_PACKAGE_VERSION ${PROJECT_VERSION})
+set(CPACK_PACKAGE_CONTACT "sluice developers <sluice@localhost>")
+set(CPACK_PACKAGE_DESCRIPTION_SUMMARY "run giant Mixture-of-Experts GGUF models out of core inside a RAM budget")
+set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
+set(CPACK_DEBIAN_PACKAGE_SECTION science)
+# The shared libraries the binary links, by their Debian 12 packages (tests/test_packaging.cpp
+# checks every library ldd lists against this). A CUDA build also needs NVIDIA's CUDA runtime
+# (libcudart), which Debian does not package; it is not listed.
+set(CPACK_DEBIAN_PACKAGE_DEPENDS "libc6, libgcc-s1, libstdc++6, liburing2, libxxhash0, libpcre2-8-0")
+include(CPack)
