@@ -20,6 +20,7 @@
 #include "core/engine.h"
 #include "core/tokenizer.h"
 #include "tools/commands.h"
+#include "tools/llama_flags.h"
 #include "tools/memory_flags.h"
 
 namespace sluice::tools {
@@ -100,19 +101,18 @@ int cmd_chat(int argc, char** argv) {
                                           "Ctrl-C stops an answer");
   options.add_options()
       ("m,model", "GGUF model file", cxxopts::value<std::string>())
-      ("sys,system-prompt", "a system message to start the conversation with", cxxopts::value<std::string>())
+      ("system-prompt", "a system message to start the conversation with (llama.cpp: -sys)", cxxopts::value<std::string>())
       ("chat-template", "override tokenizer.chat_template: chatml, a Jinja file, or Jinja text", cxxopts::value<std::string>()->default_value(""))
       ("n,n-predict", "most tokens per answer (-1: until the end of the turn or a full context)", cxxopts::value<int64_t>()->default_value("-1"))
       ("t,threads", "worker threads", cxxopts::value<unsigned>()->default_value("1"))
       ("c,ctx-size", "context length (0: min(training context, 4096))", cxxopts::value<int64_t>()->default_value("0"))
       ("b,batch-size", "most prompt tokens per forward pass", cxxopts::value<int64_t>()->default_value("512"))
-      ("kv-type", "KV cache type: f16 or f32", cxxopts::value<std::string>()->default_value("f16"))
       ("temp", "temperature (0: greedy)", cxxopts::value<float>()->default_value("0"))
       ("top-k", "top-k filter (0: off)", cxxopts::value<int>()->default_value("40"))
       ("top-p", "top-p filter (1: off)", cxxopts::value<float>()->default_value("0.95"))
       ("min-p", "min-p filter (0: off)", cxxopts::value<float>()->default_value("0.05"))
       ("repeat-penalty", "repetition penalty (1: off)", cxxopts::value<float>()->default_value("1"))
-      ("seed", "sampling seed", cxxopts::value<uint64_t>()->default_value("0"))
+      ("s,seed", "sampling seed", cxxopts::value<uint64_t>()->default_value("0"))
       ("budget", "memory ceiling for everything sluice allocates for the model (29G, 512M, or 10% of the file)", cxxopts::value<std::string>())
       ("cache-experts", "size the budget so the expert cache holds this share of all routed experts (e.g. 25%)", cxxopts::value<std::string>())
       ("in-core", "load the routed experts into RAM too (no cache, no streaming)")
@@ -120,7 +120,9 @@ int cmd_chat(int argc, char** argv) {
       ("policy", "expert cache eviction policy", cxxopts::value<std::string>()->default_value("lru"))
       ("verify", "check shards against the model's index: on or off", cxxopts::value<std::string>()->default_value("on"))
       ("h,help", "show this help");
-  auto args = options.parse(argc, argv);
+  add_kv_type_options(options);
+  LlamaArgv llama_argv(argc, argv);
+  auto args = options.parse(llama_argv.argc(), llama_argv.argv());
   if (args.count("help")) {
     std::cout << options.help();
     return 0;
@@ -132,8 +134,6 @@ int cmd_chat(int argc, char** argv) {
   const int64_t ctx = args["ctx-size"].as<int64_t>(), batch = args["batch-size"].as<int64_t>();
   if (ctx < 0) throw Error(ErrorCode::invalid_argument, "-c " + std::to_string(ctx) + " must be >= 0");
   if (batch < 1) throw Error(ErrorCode::invalid_argument, "-b " + std::to_string(batch) + " must be at least 1");
-  const std::string kv_name = args["kv-type"].as<std::string>();
-  if (kv_name != "f16" && kv_name != "f32") throw Error(ErrorCode::invalid_argument, "--kv-type '" + kv_name + "' must be f16 or f32");
   const std::string verify = args["verify"].as<std::string>();
   if (verify != "on" && verify != "off") throw Error(ErrorCode::invalid_argument, "--verify '" + verify + "' must be on or off");
 
@@ -146,7 +146,7 @@ int cmd_chat(int argc, char** argv) {
   eo.verify = verify == "on";
   eo.session.n_ctx = ctx;
   eo.session.n_batch = ctx > 0 ? std::min(batch, ctx) : batch;
-  eo.session.kv_type = kv_name == "f32" ? GgmlType::F32 : GgmlType::F16;
+  eo.session.kv_type = kv_type_from(args);
   if (args.count("budget"))
     eo.budget_bytes = parse_budget_flag(args["budget"].as<std::string>(), std::filesystem::file_size(model_path));
   if (args.count("cache-experts")) eo.cache_experts = parse_cache_experts_flag(args["cache-experts"].as<std::string>());

@@ -14,6 +14,7 @@
 #include "core/perplexity.h"
 #include "core/tokenizer.h"
 #include "tools/commands.h"
+#include "tools/llama_flags.h"
 #include "tools/memory_flags.h"
 #include "tools/progress_bar.h"
 
@@ -41,7 +42,6 @@ int cmd_perplexity(int argc, char** argv) {
       ("b,batch-size", "most tokens per forward pass", cxxopts::value<int64_t>()->default_value("512"))
       ("chunks", "score at most this many chunks (-1: all)", cxxopts::value<int64_t>()->default_value("-1"))
       ("t,threads", "worker threads", cxxopts::value<unsigned>()->default_value("1"))
-      ("kv-type", "KV cache type: f16 or f32", cxxopts::value<std::string>()->default_value("f16"))
       ("budget", "memory ceiling for everything sluice allocates for the model (29G, 512M, or 10% of the file)", cxxopts::value<std::string>())
       ("cache-experts", "size the budget so the expert cache holds this share of all routed experts (e.g. 25%)", cxxopts::value<std::string>())
       ("in-core", "load the routed experts into RAM too (no cache, no streaming)")
@@ -51,7 +51,9 @@ int cmd_perplexity(int argc, char** argv) {
       ("kl-base-out", "save this run's log-probabilities as the base for a later --kl-base run", cxxopts::value<std::string>())
       ("kl-base", "compare with a base saved by --kl-base-out: mean KL divergence and same-top share", cxxopts::value<std::string>())
       ("h,help", "show this help");
-  auto args = options.parse(argc, argv);
+  add_kv_type_options(options);
+  LlamaArgv llama_argv(argc, argv);
+  auto args = options.parse(llama_argv.argc(), llama_argv.argv());
   if (args.count("help")) {
     std::cout << options.help();
     return 0;
@@ -68,8 +70,6 @@ int cmd_perplexity(int argc, char** argv) {
   if (ctx < 0) throw Error(ErrorCode::invalid_argument, "-c " + std::to_string(ctx) + " must be >= 0");
   const int64_t batch = args["batch-size"].as<int64_t>();
   if (batch < 1) throw Error(ErrorCode::invalid_argument, "-b " + std::to_string(batch) + " must be at least 1");
-  const std::string kv_name = args["kv-type"].as<std::string>();
-  if (kv_name != "f16" && kv_name != "f32") throw Error(ErrorCode::invalid_argument, "--kv-type '" + kv_name + "' must be f16 or f32");
   const std::string verify = args["verify"].as<std::string>();
   if (verify != "on" && verify != "off") throw Error(ErrorCode::invalid_argument, "--verify '" + verify + "' must be on or off");
 
@@ -82,7 +82,7 @@ int cmd_perplexity(int argc, char** argv) {
   eo.verify = verify == "on";
   eo.session.n_ctx = ctx;
   eo.session.n_batch = ctx > 0 ? std::min(batch, ctx) : batch;
-  eo.session.kv_type = kv_name == "f32" ? GgmlType::F32 : GgmlType::F16;
+  eo.session.kv_type = kv_type_from(args);
   eo.session.prefetch_depth = 0;  // prompt batches only: prediction is for decode
   if (args.count("budget"))
     eo.budget_bytes = parse_budget_flag(args["budget"].as<std::string>(), std::filesystem::file_size(model_path));
