@@ -224,7 +224,7 @@ class Soak:
 
     def abandoned(self, rng):
         stream = rng.random() < 0.5
-        body = json.dumps({"prompt": rng.choice(PROMPTS), "max_tokens": 400, "temperature": 1.0, "stream": stream})
+        body = json.dumps({"prompt": rng.choice(PROMPTS), "max_tokens": 1500, "temperature": 1.0, "stream": stream})
         try:
             s = self.conn()
             s.sendall(http_post("/v1/completions", body.encode()))
@@ -316,8 +316,11 @@ def greedy_texts(sluice, model):
     for p in PROMPTS:
         r = subprocess.run([sluice, "run", "-m", model, "-p", p, "-n", str(N_TOKENS), "--temp", "0"],
                            capture_output=True, check=True, timeout=120)
+        out = r.stdout[:-1]  # run ends with a newline
+        if not out.startswith(p.encode()):
+            raise SystemExit(f"serve_soak: sluice run did not echo the prompt {p!r}: {out!r}")
         try:
-            expected[p] = r.stdout[:-1].decode("utf-8")  # run ends with a newline
+            expected[p] = out[len(p.encode()):].decode("utf-8")  # run echoes the prompt first
         except UnicodeDecodeError:
             continue  # raw bytes that are not UTF-8: the server's JSON would carry U+FFFD instead
     return expected
@@ -338,7 +341,7 @@ def main():
         return 1
     err = tempfile.NamedTemporaryFile(prefix="serve_soak_", suffix=".err", delete=False)
     server = subprocess.Popen([args.sluice, "serve", "-m", args.model, "--chat-template", "chatml", "--port", "0",
-                               "--parallel", "4", "--queue", "16", "-c", "512", "--max-body", str(MAX_BODY)],
+                               "--parallel", "4", "--queue", "16", "-c", "2048", "--max-body", str(MAX_BODY)],
                               stdout=subprocess.DEVNULL, stderr=err)
     port, t_end = None, time.monotonic() + 120
     while port is None and time.monotonic() < t_end and server.poll() is None:
