@@ -180,8 +180,9 @@ void Scheduler::admit_locked() {
   // Requests cancelled while queued leave without running.
   for (auto it = queue_.begin(); it != queue_.end();) {
     if ((*it)->cancelled()) {
-      (*it)->finish(FinishReason::cancelled);
-      ++metrics_.requests_cancelled;
+      const bool early = (*it)->ended_early_.load();
+      (*it)->finish(early ? FinishReason::stop : FinishReason::cancelled);
+      ++(early ? metrics_.requests_finished : metrics_.requests_cancelled);
       it = queue_.erase(it);
     } else {
       ++it;
@@ -235,7 +236,7 @@ void Scheduler::run() {
 void Scheduler::step() {
   // Cancelled requests leave before the step.
   for (Slot& s : slots_)
-    if (s.gen && s.gen->cancelled()) finish(s, FinishReason::cancelled);
+    if (s.gen && s.gen->cancelled()) finish(s, s.gen->ended_early_.load() ? FinishReason::stop : FinishReason::cancelled);
 
   size_t n = 0, rows = 0;
   bool prefill = false;

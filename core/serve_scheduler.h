@@ -54,7 +54,14 @@ class Generation {
   // Waits up to `timeout` for tokens; moves the new ones to `out`. Returns true once the
   // request has finished and every token has been handed out.
   bool wait(std::vector<int32_t>& out, std::chrono::milliseconds timeout);
+  // Ends the request at the next step: cancel() when its client is gone (or the server cuts it
+  // at shutdown), counted in requests_cancelled; end_early() when the client has all it wants
+  // (a stop string appeared), counted as finished.
   void cancel() { cancelled_.store(true); }
+  void end_early() {
+    ended_early_.store(true);
+    cancelled_.store(true);
+  }
   bool cancelled() const { return cancelled_.load(); }
   FinishReason finish_reason() const;
   std::string error() const;
@@ -71,7 +78,7 @@ class Generation {
   bool finished_ = false;
   FinishReason reason_ = FinishReason::none;
   std::string error_;
-  std::atomic<bool> cancelled_{false};
+  std::atomic<bool> cancelled_{false}, ended_early_{false};
   GenerationParams params_;
   int skipped_ = 0;  // times a younger request was admitted first
 };

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <functional>
 #include <string>
 #include <thread>
@@ -33,7 +34,7 @@ class ServeProcess {
   explicit ServeProcess(const std::vector<std::string>& args, int timeout_s = 120) {
     dir_ = temp_dir("serve");
     err_path_ = (dir_ / "err").string();
-    std::vector<std::string> argv_s{SLUICE_BINARY, "serve", "--port", "0", "--host", "127.0.0.1"};
+    std::vector<std::string> argv_s{binary(), "serve", "--port", "0", "--host", "127.0.0.1"};
     argv_s.insert(argv_s.end(), args.begin(), args.end());
     std::vector<char*> argv;
     for (auto& a : argv_s) argv.push_back(a.data());
@@ -68,7 +69,20 @@ class ServeProcess {
   ServeProcess(const ServeProcess&) = delete;
   ServeProcess& operator=(const ServeProcess&) = delete;
 
+  // The sluice binary the server runs: this build's, or $SLUICE_SERVE_BINARY (to show that a
+  // test fails against an older server).
+  static std::string binary() {
+    const char* other = std::getenv("SLUICE_SERVE_BINARY");
+    return other && *other ? other : SLUICE_BINARY;
+  }
   int port() const { return port_; }
+  pid_t pid() const { return pid_; }
+  // Peak resident memory so far (VmHWM of /proc/PID/status), bytes; -1 when unknown.
+  long long peak_rss() const {
+    const std::string status = read_text("/proc/" + std::to_string(pid_) + "/status");
+    const size_t at = status.find("VmHWM:");
+    return at == std::string::npos ? -1 : std::stoll(status.substr(at + 6)) * 1024;
+  }
   bool alive() {
     int status = 0;
     return pid_ > 0 && waitpid(pid_, &status, WNOHANG) == 0;

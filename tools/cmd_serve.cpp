@@ -1,7 +1,8 @@
 // sluice serve -m MODEL.gguf --budget SIZE [--host 127.0.0.1] [--port 8080] [--parallel N]:
 // the OpenAI HTTP API (chat and text completions, streaming as server-sent events, models,
 // health, metrics) over one Engine whose requests run together by continuous batching
-// (core/serve_scheduler.h). HTTP and JSON come from cpp-httplib and nlohmann-json.
+// (core/serve_scheduler.h). HTTP comes from the front in tools/http/ (bounded connections,
+// deadlines and body limits; see tools/http/server.h), JSON from nlohmann-json.
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
@@ -9,7 +10,6 @@
 #include <thread>
 
 #include <cxxopts.hpp>
-#include <httplib.h>
 
 #include "common/error.h"
 #include "common/units.h"
@@ -20,6 +20,7 @@
 #include "core/tokenizer.h"
 #include "tools/commands.h"
 #include "tools/memory_flags.h"
+#include "tools/http/server.h"
 #include "tools/serve_api.h"
 #include "io/pread_reader.h"
 
@@ -47,9 +48,8 @@ struct Server {
   std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
 };
 
-void send_error(httplib::Response& res, int status, const std::string& message) {
-  res.status = status;
-  res.set_content(dump(error_body(status, message)), "application/json");
+http::Reply error_reply(int status, const std::string& message) {
+  return {status, "application/json", dump(error_body(status, message)), {}};
 }
 
 std::string event(const ordered_json& j) { return "data: " + dump(j) + "\n\n"; }
@@ -64,17 +64,101 @@ ordered_json chunk(const Server& s, const std::string& id, bool chat, const orde
           {"model", s.model_id}, {"choices", ordered_json::array({choice})}};
 }
 
+// "cancelled": the server cut the request short at shutdown (not an OpenAI value; clients
+// that switch on finish_reason see an unknown one rather than a false "length").
 const char* finish_name(core::FinishReason r, bool stopped_by_string) {
   if (stopped_by_string) return "stop";
+  if (r == core::FinishReason::cancelled) return "cancelled";
   return r == core::FinishReason::length ? "length" : "stop";
 }
 
-void handle_generate(Server& s, const httplib::Request& req, httplib::Response& res, bool chat) {
+// Waits for the next tokens, ending the request early when the client is gone, a stop string
+// appeared, or the server's shutdown grace is over. Returns true once the request is done.
+bool next_tokens(core::Generation& gen, http::Responder& out, const TextStream& text, std::vector<int32_t>& toks,
+                 std::chrono::milliseconds wait) {
+  toks.clear();
+  const bool done = gen.wait(toks, wait);
+  if (!done) {
+    if (text.stopped()) gen.end_early();
+    else if (out.client_gone() || out.cut_now()) gen.cancel();
+  }
+  return done;
+}
+
+void generate_whole(Server& s, core::Generation& gen, TextStream& stream, http::Responder& out, const std::string& id,
+                    bool chat) {
+  std::vector<int32_t> toks;
+  int64_t n_generated = 0;
+  for (;;) {
+    const bool done = next_tokens(gen, out, stream, toks, 100ms);
+    n_generated += static_cast<int64_t>(toks.size());
+    for (int32_t t : toks) stream.push(s.tokenizer->token_to_piece(t, false));
+    if (done) break;
+  }
+  stream.flush();
+  if (gen.finish_reason() == core::FinishReason::error) return out.send(error_reply(500, gen.error()));
+  if (gen.finish_reason() == core::FinishReason::cancelled && !stream.stopped())
+    return out.send(error_reply(503, out.stopping() ? "the server is shutting down; the request was cut short"
+                                                    : "the request was cancelled"));
+  const char* finish = finish_name(gen.finish_reason(), stream.stopped());
+  ordered_json choice = {{"index", 0}};
+  if (chat) choice["message"] = {{"role", "assistant"}, {"content", stream.text()}};
+  else choice["text"] = stream.text();
+  choice["finish_reason"] = finish;
+  ordered_json body = {{"id", id}, {"object", chat ? "chat.completion" : "text_completion"}, {"created", s.created},
+                       {"model", s.model_id}, {"choices", ordered_json::array({choice})},
+                       {"usage", {{"prompt_tokens", gen.prompt_tokens()}, {"completion_tokens", n_generated},
+                                  {"total_tokens", gen.prompt_tokens() + n_generated}}}};
+  out.send({200, "application/json", dump(body), {}});
+}
+
+// Server-sent events; a write that fails (client gone) cancels the request. Every stream that
+// still has a client ends with a final chunk (finish_reason) and [DONE], also when cut at
+// shutdown.
+void generate_stream(Server& s, core::Generation& gen, TextStream& stream, http::Responder& out,
+                     const std::string& id, bool chat) {
+  auto write = [&](const std::string& data) {
+    if (out.write(data)) return true;
+    gen.cancel();
+    return false;
+  };
+  if (!out.begin_stream("text/event-stream", {{"Cache-Control", "no-cache"}})) return gen.cancel();
+  const ordered_json first = chat ? ordered_json{{"role", "assistant"}, {"content", ""}} : ordered_json("");
+  if (!write(event(chunk(s, id, chat, first, nullptr)))) return;
+  std::vector<int32_t> toks;
+  auto idle_since = std::chrono::steady_clock::now();
+  for (;;) {
+    const bool done = next_tokens(gen, out, stream, toks, 100ms);
+    std::string text;
+    for (int32_t t : toks) text += stream.push(s.tokenizer->token_to_piece(t, false));
+    if (done) text += stream.flush();
+    if (!text.empty()) {
+      const ordered_json d = chat ? ordered_json{{"content", text}} : ordered_json(text);
+      if (!write(event(chunk(s, id, chat, d, nullptr)))) return;
+      idle_since = std::chrono::steady_clock::now();
+    } else if (!done && std::chrono::steady_clock::now() - idle_since > 1s) {
+      if (!write(": keep-alive\n\n")) return;  // finds a vanished client while queued
+      idle_since = std::chrono::steady_clock::now();
+    }
+    if (done) break;
+  }
+  if (gen.finish_reason() == core::FinishReason::error) {
+    write(event(error_body(500, gen.error())));
+  } else {
+    const ordered_json d = chat ? ordered_json::object() : ordered_json("");
+    if (!write(event(chunk(s, id, chat, d, finish_name(gen.finish_reason(), stream.stopped()))))) return;
+  }
+  write("data: [DONE]\n\n");
+  out.end_stream();
+}
+
+void handle_generate(Server& s, const http::Request& req, http::Responder& out, bool chat) {
   ApiError err{400, ""};
   std::optional<ApiRequest> r = parse_request(req.body, chat, err);
-  if (!r) return send_error(res, err.status, err.message);
+  if (!r) return out.send(error_reply(err.status, err.message));
   if (!r->model.empty() && r->model != s.model_id && r->model != s.model_file)
-    return send_error(res, 404, "model '" + r->model + "' is not served here; this server has '" + s.model_id + "'");
+    return out.send(error_reply(404, "model '" + r->model + "' is not served here; this server has '" + s.model_id + "'"));
+  if (out.stopping()) return out.send(error_reply(503, "the server is shutting down"));
 
   core::GenerationParams p;
   try {
@@ -89,85 +173,13 @@ void handle_generate(Server& s, const httplib::Request& req, httplib::Response& 
     p.max_tokens = r->max_tokens;
     p.sampling = r->sampling;
     auto gen = s.scheduler->submit(std::move(p));
-    if (!gen) return send_error(res, 503, "the queue is full; retry later");
-
+    if (!gen) return out.send(error_reply(503, "the queue is full; retry later"));
     const std::string id = std::string(chat ? "chatcmpl-" : "cmpl-") + std::to_string(s.next_id++);
-    auto stream = std::make_shared<TextStream>(r->stop);
-    if (!r->stream) {
-      std::vector<int32_t> toks;
-      int64_t n_generated = 0;
-      for (;;) {
-        toks.clear();
-        const bool done = gen->wait(toks, 1000ms);
-        n_generated += static_cast<int64_t>(toks.size());
-        for (int32_t t : toks) stream->push(s.tokenizer->token_to_piece(t, false));
-        if (stream->stopped() && !done) gen->cancel();
-        if (done) break;
-      }
-      stream->flush();
-      if (gen->finish_reason() == core::FinishReason::error) return send_error(res, 500, gen->error());
-      const char* finish = finish_name(gen->finish_reason(), stream->stopped());
-      ordered_json choice = {{"index", 0}};
-      if (chat) choice["message"] = {{"role", "assistant"}, {"content", stream->text()}};
-      else choice["text"] = stream->text();
-      choice["finish_reason"] = finish;
-      ordered_json body = {{"id", id}, {"object", chat ? "chat.completion" : "text_completion"}, {"created", s.created},
-                           {"model", s.model_id}, {"choices", ordered_json::array({choice})},
-                           {"usage", {{"prompt_tokens", gen->prompt_tokens()}, {"completion_tokens", n_generated},
-                                      {"total_tokens", gen->prompt_tokens() + n_generated}}}};
-      res.set_content(dump(body), "application/json");
-      return;
-    }
-
-    struct State {
-      bool started = false, ended = false;
-      std::vector<int32_t> toks;
-    };
-    auto st = std::make_shared<State>();
-    res.set_header("Cache-Control", "no-cache");
-    res.set_chunked_content_provider(
-        "text/event-stream",
-        [&s, gen, stream, st, id, chat](size_t, httplib::DataSink& sink) {
-          if (st->ended) return false;
-          auto write = [&](const std::string& data) {
-            if (sink.write(data.data(), data.size())) return true;
-            gen->cancel();  // the client is gone
-            return false;
-          };
-          if (!st->started) {
-            st->started = true;
-            const ordered_json first = chat ? ordered_json{{"role", "assistant"}, {"content", ""}} : ordered_json("");
-            if (!write(event(chunk(s, id, chat, first, nullptr)))) return false;
-          }
-          st->toks.clear();
-          const bool done = gen->wait(st->toks, 500ms);
-          std::string text;
-          for (int32_t t : st->toks) text += stream->push(s.tokenizer->token_to_piece(t, false));
-          if (stream->stopped() && !done) gen->cancel();
-          if (done) text += stream->flush();
-          if (!text.empty()) {
-            const ordered_json d = chat ? ordered_json{{"content", text}} : ordered_json(text);
-            if (!write(event(chunk(s, id, chat, d, nullptr)))) return false;
-          } else if (!done && !write(": keep-alive\n\n")) {  // finds a vanished client while idle
-            return false;
-          }
-          if (!done) return true;
-          if (gen->finish_reason() == core::FinishReason::error) {
-            write(event(error_body(500, gen->error())));
-          } else {
-            const ordered_json d = chat ? ordered_json::object() : ordered_json("");
-            if (!write(event(chunk(s, id, chat, d, finish_name(gen->finish_reason(), stream->stopped()))))) return false;
-          }
-          write("data: [DONE]\n\n");
-          st->ended = true;
-          sink.done();
-          return true;
-        },
-        [gen](bool success) {
-          if (!success) gen->cancel();
-        });
+    TextStream stream(r->stop);
+    if (r->stream) generate_stream(s, *gen, stream, out, id, chat);
+    else generate_whole(s, *gen, stream, out, id, chat);
   } catch (const Error& e) {
-    send_error(res, e.code() == ErrorCode::invalid_argument ? 400 : 500, e.what());
+    if (!out.responded()) out.send(error_reply(e.code() == ErrorCode::invalid_argument ? 400 : 500, e.what()));
   }
 }
 
@@ -182,7 +194,7 @@ std::string metrics_text(Server& s) {
   };
   const double lookups = static_cast<double>(m.cache_hits + m.cache_misses);
   put("sluice_requests_finished_total", "requests that ran to the end", static_cast<double>(m.requests_finished));
-  put("sluice_requests_cancelled_total", "requests cancelled (client gone)", static_cast<double>(m.requests_cancelled));
+  put("sluice_requests_cancelled_total", "requests cancelled (client gone, or cut short at shutdown)", static_cast<double>(m.requests_cancelled));
   put("sluice_requests_rejected_total", "requests refused with 503 (queue full)", static_cast<double>(m.requests_rejected));
   put("sluice_requests_active", "requests holding a slot", static_cast<double>(m.active));
   put("sluice_queue_depth", "requests waiting for a slot", static_cast<double>(m.queue_depth));
@@ -220,6 +232,8 @@ int cmd_serve(int argc, char** argv) {
       ("parallel", "requests decoded together (each holds a KV cache of -c tokens)", cxxopts::value<int64_t>()->default_value("4"))
       ("queue", "requests that may wait for a slot; beyond that: 503", cxxopts::value<int64_t>()->default_value("16"))
       ("max-body", "largest request body (bytes, 1M = 1 MiB); beyond that: 413", cxxopts::value<std::string>()->default_value("1M"))
+      ("max-connections", "open connections at most; beyond that: 503", cxxopts::value<int64_t>()->default_value("512"))
+      ("header-timeout", "seconds a request head may take to arrive; beyond that: 408", cxxopts::value<double>()->default_value("5"))
       ("chat-template", "override tokenizer.chat_template: chatml, a Jinja file, or Jinja text", cxxopts::value<std::string>()->default_value(""))
       ("t,threads", "worker threads", cxxopts::value<unsigned>()->default_value("1"))
       ("c,ctx-size", "context per request (0: min(training context, 4096))", cxxopts::value<int64_t>()->default_value("0"))
@@ -249,6 +263,14 @@ int cmd_serve(int argc, char** argv) {
   const int64_t queue = args["queue"].as<int64_t>();
   if (queue < 0 || queue > 4096) throw Error(ErrorCode::invalid_argument, "--queue " + std::to_string(queue) + " must be in [0, 4096]");
   const uint64_t max_body = parse_size(args["max-body"].as<std::string>(), "--max-body");
+  if (max_body == 0 || max_body > (uint64_t{1} << 30))
+    throw Error(ErrorCode::invalid_argument, "--max-body must be in [1, 1G]");
+  const int64_t max_connections = args["max-connections"].as<int64_t>();
+  if (max_connections < 1 || max_connections > 65536)
+    throw Error(ErrorCode::invalid_argument, "--max-connections " + std::to_string(max_connections) + " must be in [1, 65536]");
+  const double header_timeout = args["header-timeout"].as<double>();
+  if (!(header_timeout >= 0.1 && header_timeout <= 3600))
+    throw Error(ErrorCode::invalid_argument, "--header-timeout must be in [0.1, 3600] seconds");
   const unsigned threads = args["threads"].as<unsigned>();
   if (threads == 0 || threads > 1024) throw Error(ErrorCode::invalid_argument, "-t " + std::to_string(threads) + " must be in [1, 1024]");
   const std::string kv_name = args["kv-type"].as<std::string>();
@@ -297,57 +319,50 @@ int cmd_serve(int argc, char** argv) {
   s.model_id = std::filesystem::path(model_path).stem().string();
   s.created = static_cast<int64_t>(std::time(nullptr));
 
-  httplib::Server svr;
-  // One thread per open connection: every active and queued stream, plus room for health checks.
-  const size_t n_threads = static_cast<size_t>(parallel + queue + 8);
-  svr.new_task_queue = [n_threads] { return new httplib::ThreadPool(n_threads); };
-  svr.set_payload_max_length(max_body);
-  svr.set_read_timeout(30, 0);
-  svr.set_write_timeout(30, 0);
-  svr.Get("/health", [](const httplib::Request&, httplib::Response& res) {
-    res.set_content(R"({"status":"ok"})", "application/json");
-  });
-  svr.Get("/v1/models", [&s](const httplib::Request&, httplib::Response& res) {
+  http::ServerOptions so;
+  so.host = args["host"].as<std::string>();
+  so.port = port;
+  so.max_connections = max_connections;
+  // Every active and queued request, plus a few for requests refused quickly (bad JSON, 404).
+  so.workers = static_cast<size_t>(parallel + queue + 4);
+  so.limits.max_body = max_body;
+  so.head_timeout = std::chrono::milliseconds(static_cast<int64_t>(header_timeout * 1000));
+  http::Server svr(so, [](int status, const std::string& message) { return dump(error_body(status, message)); });
+  svr.get("/health", [](const http::Request&) { return http::Reply{200, "application/json", R"({"status":"ok"})", {}}; });
+  svr.get("/v1/models", [&s](const http::Request&) {
     ordered_json m = {{"object", "list"},
                       {"data", ordered_json::array({{{"id", s.model_id}, {"object", "model"}, {"created", s.created},
                                                      {"owned_by", "sluice"}}})}};
-    res.set_content(dump(m), "application/json");
+    return http::Reply{200, "application/json", dump(m), {}};
   });
-  svr.Get("/metrics", [&s](const httplib::Request&, httplib::Response& res) {
-    res.set_content(metrics_text(s), "text/plain; version=0.0.4");
+  svr.get("/metrics", [&s](const http::Request&) {
+    return http::Reply{200, "text/plain; version=0.0.4", metrics_text(s), {}};
   });
-  svr.Post("/v1/chat/completions", [&s](const httplib::Request& req, httplib::Response& res) {
-    handle_generate(s, req, res, true);
+  svr.post("/v1/chat/completions", [&s](const http::Request& req, http::Responder& out) {
+    handle_generate(s, req, out, true);
   });
-  svr.Post("/v1/completions", [&s](const httplib::Request& req, httplib::Response& res) {
-    handle_generate(s, req, res, false);
+  svr.post("/v1/completions", [&s](const http::Request& req, http::Responder& out) {
+    handle_generate(s, req, out, false);
   });
-  svr.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
-    if (!res.body.empty()) return;
-    const std::string m = res.status == 404   ? "no route " + req.method + " " + req.path
-                          : res.status == 413 ? "the request body is larger than --max-body"
-                                              : "request failed";
-    send_error(res, res.status, m);
-  });
-
-  const std::string host = args["host"].as<std::string>();
-  int bound = port;
-  if (port == 0) bound = svr.bind_to_any_port(host.c_str());
-  else if (!svr.bind_to_port(host.c_str(), port)) bound = -1;
-  if (bound <= 0)
-    throw Error(ErrorCode::io_error, "cannot listen on " + host + ":" + std::to_string(port) + " (in use, or not an address here)");
 
   std::thread stopper([&svr, sigs] {
     int sig = 0;
     sigwait(&sigs, &sig);
     svr.stop();
   });
+  const double mib = 1024.0 * 1024.0;
   std::fprintf(stderr, "sluice serve: %s\nsluice serve: %s\nsluice serve: chat template %s, %lld slots of %lld tokens\n",
                engine.model().config().describe().c_str(), engine.describe_budget().c_str(), chat.name().c_str(),
                static_cast<long long>(parallel), static_cast<long long>(scheduler.n_ctx()));
-  std::fprintf(stderr, "sluice serve: listening on http://%s:%d\n", host.c_str(), bound);
+  std::fprintf(stderr,
+               "sluice serve: request memory outside the budget: at most %zu request bodies of --max-body %.1f MiB "
+               "(%.1f MiB) and %zu connections of %zu KiB heads (%.1f MiB); header timeout %.1f s\n",
+               so.workers, static_cast<double>(max_body) / mib, static_cast<double>(so.workers * max_body) / mib,
+               so.max_connections, so.limits.max_head / 1024,
+               static_cast<double>(so.max_connections * 2 * so.limits.max_head) / mib, header_timeout);
+  std::fprintf(stderr, "sluice serve: listening on http://%s:%d\n", so.host.c_str(), svr.port());
   std::fflush(stderr);
-  svr.listen_after_bind();
+  svr.run();
   pthread_kill(stopper.native_handle(), SIGTERM);  // wakes the stopper if the server stopped on its own
   stopper.join();
   return 0;

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "tools/bounded_json.h"
+
 namespace sluice::tools {
 
 namespace {
@@ -66,6 +68,7 @@ std::optional<ApiRequest> parse_request(const std::string& body, bool chat, ApiE
     error = {400, m};
     return std::nullopt;
   };
+  if (const std::string limit = json_limit_error(body); !limit.empty()) return bad(limit);
   ordered_json j = ordered_json::parse(body, nullptr, false);
   if (j.is_discarded()) return bad("the body is not valid JSON");
   if (!j.is_object()) return bad("the body must be a JSON object");
@@ -106,7 +109,8 @@ std::optional<ApiRequest> parse_request(const std::string& body, bool chat, ApiE
     s.top_k = j["top_k"].get<int>();
   }
   if (j.contains("repeat_penalty") && !j["repeat_penalty"].is_null()) {
-    if (!number_in(j["repeat_penalty"], 0, 100)) return bad("'repeat_penalty' must be a number in [0, 100]");
+    if (!number_in(j["repeat_penalty"], 0, 100) || j["repeat_penalty"].get<double>() <= 0)
+      return bad("'repeat_penalty' must be a number in (0, 100]");
     s.repeat_penalty = j["repeat_penalty"].get<float>();
   }
   if (j.contains("seed") && !j["seed"].is_null()) {
