@@ -240,10 +240,16 @@ TEST_CASE("bad requests get JSON errors and leave the server healthy") {
   CHECK(server.alive());
 }
 
-TEST_CASE("sluice serve refuses a model without a chat template unless one is given") {
-  const CommandResult r = run_sluice("serve -m '" + model_path() + "' --port 0");
-  CHECK(r.exit_code == 1);
-  CHECK(r.err.find("no tokenizer.chat_template; give --chat-template chatml") != std::string::npos);
+TEST_CASE("sluice serve falls back to chatml for a model without a chat template and answers both endpoints") {
+  ServeProcess server({"-m", model_path(), "-c", "128"});
+  CHECK(server.stderr_text().find("no tokenizer.chat_template; using chatml") != std::string::npos);
+  httplib::Client c("127.0.0.1", server.port());
+  c.set_read_timeout(60, 0);
+  const json chat = post(c, "/v1/chat/completions",
+                         {{"messages", {{{"role", "user"}, {"content", "Hello"}}}}, {"max_tokens", 3}, {"temperature", 0}});
+  CHECK(chat["usage"]["completion_tokens"].get<int>() >= 1);
+  const json text = post(c, "/v1/completions", {{"prompt", "Hello"}, {"max_tokens", 3}, {"temperature", 0}});
+  CHECK(text["usage"]["completion_tokens"].get<int>() >= 1);
   const CommandResult bad = run_sluice("serve -m '" + model_path() + "' --port 0 --chat-template '{% call x() %}{% endcall %}'");
   CHECK(bad.exit_code == 1);
   CHECK(bad.err.find("outside the Jinja subset") != std::string::npos);

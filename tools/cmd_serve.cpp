@@ -308,6 +308,7 @@ int cmd_serve(int argc, char** argv) {
   const core::Tokenizer tokenizer = core::Tokenizer::from_gguf(engine.model().gguf());
   const core::ChatTemplate chat =
       core::ChatTemplate::for_model(engine.model().gguf(), tokenizer, args["chat-template"].as<std::string>());
+  if (!chat.notice().empty()) std::fprintf(stderr, "sluice serve: %s\n", chat.notice().c_str());
   core::Scheduler scheduler(engine, tokenizer, {.max_queue = queue});
 
   Server s;
