@@ -33,7 +33,7 @@ uint64_t peak_rss(const std::string& err) {
 
 }  // namespace
 
-TEST_CASE("sluice run keeps peak RSS within --budget 128M plus 32 MiB on 530 MiB of routed experts; bypassing the budget breaks it") {
+TEST_CASE("sluice run keeps peak RSS within --budget 128M plus 32 MiB on 530 MiB of routed experts, and bypassing the budget breaks it") {
   if (sluice::test::kUnderSanitizer) {
     MESSAGE("skipped: sanitizer shadow memory is not the model's");
     return;

@@ -154,7 +154,7 @@ CgroupRun run_in_cgroup(uint64_t limit, const std::string& args, const std::stri
 
 }  // namespace
 
-TEST_CASE("sluice run --budget 128M inside a cgroup of budget plus 32 MiB is never OOM-killed; bypassing the budget is") {
+TEST_CASE("sluice run --budget 128M inside a cgroup of budget plus 32 MiB is never OOM-killed, and bypassing the budget is") {
   if (sluice::test::kUnderSanitizer) {
     MESSAGE("skipped: sanitizer shadow memory does not fit the production memory limit");
     return;

@@ -142,7 +142,7 @@ TEST_CASE("a flipped expert byte under an index that still looks current fails t
   CHECK_FALSE(unchecked.out.empty());
 }
 
-TEST_CASE("without an index run says in one line that shards are not verified; require refuses; off is silent") {
+TEST_CASE("without an index run says in one line that shards are not verified, require refuses and off is silent") {
   const fs::path model = copy_model("verify_missing");
   auto on = run_sluice(run_args(model));
   REQUIRE_MESSAGE(on.exit_code == 0, on.err);
