@@ -9,6 +9,7 @@
 #include <random>
 
 #include "common/error.h"
+#include "core/decode_meter.h"
 #include "core/routing_stats.h"
 #include "core/trace_recorder.h"
 
@@ -109,6 +110,7 @@ BenchResult run_bench(const BenchOptions& options) {
   r.budget_split = engine.describe_budget();
   r.budget_bytes = engine.budget().budget ? engine.budget().budget : engine.budget().total();
   r.model_bytes = engine.reader().file_size();
+  r.notices = engine.notices();
   r.io_backend = std::string(engine.reader().backend());
   if (engine.budget().routed_expert_bytes) {
     r.cache_experts_fraction = std::min(1.0, static_cast<double>(engine.cache() ? engine.budget().expert_arena
@@ -174,48 +176,54 @@ BenchResult run_bench(const BenchOptions& options) {
   }
   if (observer) observer->enabled = true;
   int32_t token = argmax(logits.last(static_cast<size_t>(n_vocab)));
-  auto t_decode = Clock::now();
-  double first8_s = 0;
-  cache::CacheStats at8;
+  const auto t_origin = Clock::now();
+  DecodeMeter meter(options.n_gen, [&] { return since(t_origin); }, [&] {
+    DecodeCounters c;
+    if (engine.cache()) {
+      const cache::CacheStats s = engine.cache()->stats();
+      c.cache = s.total;
+      c.io_busy_ns = s.io_busy_ns;
+    }
+    if (engine.prefetcher()) c.predicted = engine.prefetcher()->stats().total;
+    return c;
+  });
+  meter.start();
   for (int s = 0; s < options.n_gen; ++s) {
     logits = engine.forward({&token, 1}, options.n_prompt + s, false);
     token = argmax(logits);
-    if (s == 7) {
-      first8_s = since(t_decode);
-      if (engine.cache()) at8 = engine.cache()->stats();
-    }
+    meter.token_done(s);
   }
-  double decode_s = since(t_decode);
-  r.decode_first8_tok_s = 8 / first8_s;
-  r.decode_tok_s = (options.n_gen - 8) / (decode_s - first8_s);
+  const DecodeFigures f = meter.figures(options.disk_gbps_raw);
   r.fault_report = engine.describe_faults();
+  r.decode_first8_tok_s = f.decode_first8_tok_s;
+  r.decode_tok_s = f.decode_tok_s;
+  r.hit_rate = f.hit_rate;
+  r.hit_rate_first8 = f.hit_rate_first8;
+  r.hit_rate_steady = f.hit_rate_steady;
+  r.decode_bytes_read = f.decode_bytes_read;
+  r.read_bytes_per_token = f.read_bytes_per_token;
+  r.read_bytes_per_token_first8 = f.read_bytes_per_token_first8;
+  r.read_bytes_per_token_steady = f.read_bytes_per_token_steady;
+  r.miss_bytes_per_token = f.miss_bytes_per_token;
+  r.speculative_bytes_per_token = f.speculative_bytes_per_token;
+  r.speculative_waste_bytes_per_token = f.speculative_waste_bytes_per_token;
+  r.disk_gbps_achieved = f.disk_gbps_achieved;
+  r.io_wait_share = f.io_wait_share;
+  r.io_hidden_share = f.io_hidden_share;
+  r.ceiling_tok_s = f.ceiling_tok_s;
+  r.achieved_over_ceiling = f.achieved_over_ceiling;
+  r.ceiling_note = f.ceiling_note;
+  if (options.disk_gbps_raw > 0) r.disk_gbps_raw = options.disk_gbps_raw;
 
   if (engine.cache()) {
-    cache::CacheCounters d = engine.cache()->stats().total;
-    const cache::CacheCounters& b = before.total;
-    uint64_t hits = d.hits - b.hits, misses = d.misses - b.misses;
-    r.hit_rate = hits + misses ? static_cast<double>(hits) / static_cast<double>(hits + misses) : 1.0;
-    r.decode_bytes_read = d.bytes_read - b.bytes_read;
-    r.evictions = d.evictions;
-    r.io_wait_share = static_cast<double>(d.io_wait_ns - b.io_wait_ns) / 1e9 / decode_s;
-    auto rate = [](const cache::CacheCounters& from, const cache::CacheCounters& to) {
-      uint64_t h = to.hits - from.hits, m = to.misses - from.misses;
-      return h + m ? static_cast<double>(h) / static_cast<double>(h + m) : 1.0;
-    };
-    r.hit_rate_first8 = rate(b, at8.total);
-    r.hit_rate_steady = rate(at8.total, d);
-    r.read_bytes_per_token_first8 = static_cast<double>(at8.total.bytes_read - b.bytes_read) / 8;
-    r.read_bytes_per_token_steady = static_cast<double>(d.bytes_read - at8.total.bytes_read) / (options.n_gen - 8);
     const cache::CacheStats after = engine.cache()->stats();
-    const uint64_t busy = after.io_busy_ns - before.io_busy_ns;
-    r.io_hidden_share = busy ? std::max(0.0, 1.0 - ratio(d.io_wait_ns - b.io_wait_ns, busy)) : 0.0;
+    r.evictions = after.total.evictions;
     r.prefetch_depth = engine.is_kimi_k3() ? 0 : engine.session().prefetch_depth();
     const cache::PredictionStats p = engine.prefetcher()->stats();
     const cache::PredictionCounters pt = minus(p.total, predicted_before.total);
     r.prediction_recall = pt.recall();
     r.prediction_precision = pt.precision();
     r.previous_token_recall = pt.previous_recall();
-    r.speculative_waste_bytes_per_token = static_cast<double>(pt.wasted_bytes) / options.n_gen;
     for (size_t l = 0; l < p.layers.size(); ++l) {
       const cache::PredictionCounters pl = minus(p.layers[l], predicted_before.layers[l]);
       const cache::CacheCounters& ca = after.layers[l];
@@ -229,15 +237,6 @@ BenchResult run_bench(const BenchOptions& options) {
                                    (ca.prefetch_hits - cb.prefetch_hits) + (ca.misses - cb.misses));
       r.layers.push_back(bl);
     }
-  } else {
-    r.hit_rate = r.hit_rate_first8 = r.hit_rate_steady = 1.0;
-  }
-  r.read_bytes_per_token = static_cast<double>(r.decode_bytes_read) / options.n_gen;
-  r.disk_gbps_achieved = static_cast<double>(r.decode_bytes_read) / decode_s / 1e9;
-  r.disk_gbps_raw = options.disk_gbps_raw;
-  if (r.disk_gbps_raw > 0 && r.read_bytes_per_token > 0) {
-    r.ceiling_tok_s = r.disk_gbps_raw * 1e9 / r.read_bytes_per_token;
-    r.achieved_over_ceiling = r.decode_tok_s / r.ceiling_tok_s;
   }
   if (routing) {
     r.routing_entropy = routing->entropy();

@@ -4,13 +4,18 @@
 // budget, prefill `n_prompt` random tokens (seeded) in batches of `n_batch`, then decode `n_gen`
 // tokens greedily, one at a time. Decode speed is reported for the first 8 tokens and for the
 // rest separately (`decode_tok_s` covers tokens 9..n), because a cold cache makes the first ones
-// slow. IO figures cover the decode phase:
+// slow. The decode arithmetic (which window each figure covers) is core/decode_meter.h's.
+// IO figures cover the decode phase:
 //   hit_rate            demand accesses that found their shard resident (by demand or prefetch)
-//   read_bytes_per_token  bytes read from the file per generated token
+//   read_bytes_per_token  bytes read from the file per generated token, = miss_bytes_per_token
+//                       (what decode had to read) + speculative_bytes_per_token (prefetch)
 //   disk_gbps_achieved  those bytes over the decode wall time
 //   io_wait_share       share of decode wall time spent waiting for shards
-//   ceiling_tok_s       disk_gbps_raw / read_bytes_per_token: what the disk allows at this traffic
+//   ceiling_tok_s       disk_gbps_raw / read_bytes_per_token_steady: what the disk allows at the
+//                       traffic of tokens 9..n (the window decode_tok_s covers)
 //   achieved_over_ceiling  decode_tok_s / ceiling_tok_s
+//   ceiling_note        why there is no ceiling (nullopt ceiling and ratio; null in --json): the
+//                       disk was not probed (--probe-seconds 0), or tokens 9..n read nothing
 //   prediction_recall / _precision   speculative gating (--prefetch-depth): share of routed experts
 //                       that were predicted / of predicted experts that were routed
 //   previous_token_recall  the same recall for "this layer's experts of the previous token"
@@ -28,6 +33,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -70,8 +76,11 @@ struct BenchResult {
   double hit_rate_first8 = 0, hit_rate_steady = 0;
   double read_bytes_per_token_first8 = 0, read_bytes_per_token_steady = 0;
   double read_bytes_per_token = 0;
-  double disk_gbps_achieved = 0, disk_gbps_raw = 0;
-  double ceiling_tok_s = 0, achieved_over_ceiling = 0;
+  double miss_bytes_per_token = 0, speculative_bytes_per_token = 0;
+  double disk_gbps_achieved = 0;
+  std::optional<double> disk_gbps_raw;  // nullopt: not probed
+  std::optional<double> ceiling_tok_s, achieved_over_ceiling;
+  std::string ceiling_note;  // why there is no ceiling
   double io_wait_share = 0;
   uint64_t peak_rss_bytes = 0;
   int64_t page_cache_growth_bytes = 0;  // /proc/meminfo Cached after - before
@@ -96,6 +105,7 @@ struct BenchResult {
   uint64_t gpu_upload_bytes = 0, gpu_evictions = 0;
   double gpu_h2d_gbps = 0, gpu_cpu_matvec_gbps = 0;
   std::string fault_report;  // Engine::describe_faults(): empty without --io-faults
+  std::vector<std::string> notices;  // Engine::notices(): what the engine chose or could not do
 };
 
 BenchResult run_bench(const BenchOptions& options);

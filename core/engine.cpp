@@ -112,8 +112,8 @@ Engine::Engine(const EngineOptions& options) : options_(options) {
     return Session::scratch_bytes_for(planned, o, options.threads);
   };
 
-  std::optional<ShardIndex> index;
-  if (options.verify) index = ShardIndex::load(options.model_path, planned.gguf(), plain);
+  std::optional<ShardIndex> index = index_for_run(verify_mode(), options.model_path, planned.gguf(), plain, notices_);
+  verifying_ = index.has_value();
   if (index) {
     // Resident tensors (and in-core experts) are checked as they land, like streamed shards.
     load.check_tensor = [&index](const GgufTensorInfo& t, std::span<const std::byte> bytes) {
@@ -158,7 +158,6 @@ Engine::Engine(const EngineOptions& options) : options_(options) {
 
   // The expert cache's plan, with the reader's alignment as the cache will use it.
   const uint32_t alignment = cache::usable_alignment(reader_->alignment());
-  verifying_ = index.has_value();
   StreamedLayout expert_layout = build_shard_layout(planned.gguf(), ExpertGeometry::of(config), index ? &*index : nullptr);
   const uint64_t all_experts_arena = cache::plan_cache(expert_layout.layout, UINT64_MAX / 4, alignment).arena_bytes;
   split_.expert_min = cache::plan_cache(expert_layout.layout, all_experts_arena, alignment).min_bytes;
@@ -257,6 +256,11 @@ Engine::Engine(const EngineOptions& options) : options_(options) {
 
   attach_expert_cache(all_experts_arena, budget_error(minimum, options.budget_bytes, options.model_path, min_streams));
   attach_gpu();
+}
+
+VerifyMode Engine::verify_mode() const {
+  if (!options_.verify) return VerifyMode::off;
+  return options_.require_index ? VerifyMode::require : VerifyMode::on;
 }
 
 void Engine::attach_gpu() {

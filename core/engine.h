@@ -76,8 +76,11 @@ struct EngineOptions {
   SessionOptions session;
   io::IoOptions io;
   std::string policy = "lru";
-  // Verify every landed shard against the model's shard index (sluice index) when one exists.
+  // --verify (core/shard_index.h, VerifyMode): verify every landed shard against the model's
+  // shard index (sluice index). A stale index is an error; a missing one adds a notice.
   bool verify = true;
+  // --verify require: refuse to run without a current index (only with verify).
+  bool require_index = false;
   cache::PolicyOptions policy_options;
   // --gpu: a VRAM tier above the RAM cache (core/gpu_tier.h); VRAM is not part of budget_bytes.
   bool gpu = false;
@@ -171,6 +174,7 @@ class Engine {
 
  private:
   void attach_gpu();
+  VerifyMode verify_mode() const;  // from options_.verify and require_index
 
   EngineOptions options_;
   std::vector<std::string> notices_;

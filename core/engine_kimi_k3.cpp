@@ -17,9 +17,11 @@ void Engine::open_kimi_k3(bool stream) {
   const KimiK3Config& config = k3_model_->config();
   split_.routed_expert_bytes = summarize(k3_model_->gguf()).routed_expert_bytes;
   const ExpertGeometry geometry = ExpertGeometry::of(config);
-  std::optional<ShardIndex> index;
+  std::optional<ShardIndex> index = index_for_run(verify_mode(), options.model_path, k3_model_->gguf(), *plain_reader_, notices_);
+  if (index && !stream) {
+    notices_.push_back("kimi-k3 in core: weights are not checked against the shard index (only streamed experts are)");
+  }
   if (stream) {
-    if (options.verify) index = ShardIndex::load(options.model_path, k3_model_->gguf(), *plain_reader_);
     verifying_ = index.has_value();
     auto source = std::make_unique<CachedExpertSource>(
         k3_model_->gguf(), geometry, build_shard_layout(k3_model_->gguf(), geometry, index ? &*index : nullptr));

@@ -277,13 +277,27 @@ class GgufParser {
         fail_at(count_at, "array " + quote(key) + " claims " + std::to_string(v.count) +
                               " strings, more than the " + std::to_string(remain) + " remaining bytes can hold");
       }
+      // Memory, not file bytes: an empty string is 8 bytes of file and a whole std::string.
+      constexpr uint64_t kStringBytes = sizeof(std::string);
+      if (v.count > limits_.max_array_bytes / kStringBytes) {
+        fail_at(count_at, "array " + quote(key) + " claims " + std::to_string(v.count) + " strings, above the limit of " +
+                              std::to_string(limits_.max_array_bytes) + " bytes for one array");
+      }
       // Reserve no more than the header limit could back (a claimed count is not yet bytes read;
       // fuzzing found a 2 GiB reservation from one count field). The vector grows past that
       // only as real strings are read.
       const uint64_t header_room = limits_.max_header_bytes > pos_ ? limits_.max_header_bytes - pos_ : 0;
       v.strings.reserve(static_cast<size_t>(std::min<uint64_t>({v.count, header_room / 8, 1u << 20})));
+      const uint64_t array_start = pos_;
+      uint64_t memory = v.count * kStringBytes;
       for (uint64_t i = 0; i < v.count; ++i) {
         v.strings.push_back(read_string([&] { return "element " + std::to_string(i) + " of " + quote(key); }));
+        memory += v.strings.back().size();
+        if (memory > limits_.max_array_bytes) {
+          fail_at(array_start, "array " + quote(key) + " of " + std::to_string(v.count) + " strings exceeds the limit of " +
+                                   std::to_string(limits_.max_array_bytes) + " bytes for one array at element " +
+                                   std::to_string(i));
+        }
       }
       return;
     }
@@ -297,6 +311,11 @@ class GgufParser {
       fail_at(count_at, "array " + quote(key) + " of " + std::to_string(v.count) + " x " +
                             std::to_string(elem) + " bytes extends beyond end of file (" +
                             std::to_string(remain) + " bytes remain)");
+    }
+    if (bytes > limits_.max_array_bytes) {
+      fail_at(count_at, "array " + quote(key) + " of " + std::to_string(v.count) + " x " + std::to_string(elem) +
+                            " bytes is above the limit of " + std::to_string(limits_.max_array_bytes) +
+                            " bytes for one array");
     }
     const std::byte* p = take(bytes, what);
     if (v.elem_type == GgufValueType::boolean) {

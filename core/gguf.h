@@ -68,11 +68,17 @@ struct GgufTensorInfo {
   uint64_t row_bytes = 0;    // bytes of one ne[0] row (ggml nb[1])
 };
 
-// Denial-of-service limits; far above any real model (Kimi K3 has a few thousand tensors).
+// Denial-of-service limits; far above any real model (Kimi K3 has a few thousand tensors; the
+// largest metadata arrays, vocabularies and merges, hold a few hundred thousand entries in a few
+// MiB). max_array_bytes bounds the memory one parsed array takes: its elements' bytes, or for a
+// string array sizeof(std::string) plus the length of each string. Without it, one count field
+// of a sparse file claimed the whole header limit: 200 M zero-length strings (1.6 GB of file)
+// parsed for minutes into 8 GiB of std::string (tests/fuzz/regressions/oom-empty-string-array).
 struct GgufLimits {
   uint64_t max_tensors = 1u << 20;
   uint64_t max_kv = 1u << 16;
   uint64_t max_string_bytes = 1u << 26;
+  uint64_t max_array_bytes = 1u << 26;
   uint64_t max_header_bytes = 1ull << 31;
 };
 

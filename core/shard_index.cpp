@@ -138,21 +138,52 @@ fs::path ShardIndex::save(const fs::path& model_path) const {
                                        cache_path(model_path).parent_path().string());
 }
 
-std::optional<ShardIndex> ShardIndex::load(const fs::path& model_path, const GgufFile& file, io::Reader& reader) {
-  ModelFingerprint current = fingerprint(model_path, file, reader);
+namespace {
+
+// Why a recorded fingerprint no longer matches the model; empty when it does.
+std::string mismatch(const ModelFingerprint& recorded, const ModelFingerprint& current) {
+  if (recorded.file_size != current.file_size) {
+    return "the model is " + std::to_string(current.file_size) + " bytes, indexed at " +
+           std::to_string(recorded.file_size);
+  }
+  if (recorded.header_digest != current.header_digest) return "the model's header changed";
+  if (recorded.mtime_ns != current.mtime_ns) return "the model was modified after it was indexed (its mtime changed)";
+  return {};
+}
+
+}  // namespace
+
+ShardIndex::Lookup ShardIndex::lookup(const fs::path& model_path, const GgufFile& file, io::Reader& reader) {
+  const ModelFingerprint current = fingerprint(model_path, file, reader);
+  Lookup stale;  // the first sidecar found that cannot be used, if no other one can
+  auto reject = [&](const fs::path& where, std::string why) {
+    if (stale.state == IndexState::stale) return;
+    stale.state = IndexState::stale;
+    stale.path = where;
+    stale.reason = std::move(why);
+  };
   for (const fs::path& candidate : {sidecar_path(model_path), cache_path(model_path)}) {
     std::error_code ec;
-    if (!fs::is_regular_file(candidate, ec)) continue;
+    if (!fs::exists(candidate, ec)) continue;
     std::ifstream in(candidate, std::ios::binary);
-    if (!in) continue;
+    if (!fs::is_regular_file(candidate, ec) || !in) {
+      reject(candidate, "the index cannot be read");
+      continue;
+    }
     nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-    if (j.is_discarded() || !j.is_object() || j.value("format", "") != kFormat) continue;
+    if (j.is_discarded() || !j.is_object() || j.value("format", "") != kFormat) {
+      reject(candidate, std::string("the index is not a ") + kFormat + " file");
+      continue;
+    }
     try {
       ShardIndex index;
       index.model_.file_size = j.at("file_size").get<uint64_t>();
       index.model_.mtime_ns = j.at("mtime_ns").get<int64_t>();
       index.model_.header_digest = parse_hex64(j.at("header_digest").get<std::string>());
-      if (!(index.model_ == current)) continue;  // stale: the model changed since indexing
+      if (std::string why = mismatch(index.model_, current); !why.empty()) {
+        reject(candidate, why);
+        continue;
+      }
       for (const auto& t : j.at("tensors")) {
         IndexedTensor it;
         it.name = t.at("name").get<std::string>();
@@ -163,19 +194,55 @@ std::optional<ShardIndex> ShardIndex::load(const fs::path& model_path, const Ggu
         const GgufTensorInfo* info = file.find_tensor(it.name);
         if (!info || info->file_offset != it.file_offset || info->n_bytes != it.bytes || it.n_parts == 0 ||
             it.digests.size() != it.n_parts) {
-          throw Error(ErrorCode::invalid_file, "shard index entry for '" + it.name + "' does not match the model");
+          throw Error(ErrorCode::invalid_file, "its entry for '" + it.name + "' does not match the model");
         }
         index.by_name_.emplace(it.name, index.tensors_.size());
         index.tensors_.push_back(std::move(it));
       }
-      if (index.tensors_.size() != file.tensors().size()) continue;
-      return index;
-    } catch (const nlohmann::json::exception&) {
-      continue;
-    } catch (const Error&) {
-      continue;
+      if (index.tensors_.size() != file.tensors().size()) {
+        reject(candidate, "it lists " + std::to_string(index.tensors_.size()) + " tensors, the model has " +
+                              std::to_string(file.tensors().size()));
+        continue;
+      }
+      Lookup found;
+      found.state = IndexState::current;
+      found.index = std::move(index);
+      found.path = candidate;
+      return found;
+    } catch (const nlohmann::json::exception& e) {
+      reject(candidate, std::string("the index is malformed (") + e.what() + ")");
+    } catch (const Error& e) {
+      reject(candidate, e.what());
     }
   }
+  return stale;  // missing when nothing was found
+}
+
+std::optional<ShardIndex> ShardIndex::load(const fs::path& model_path, const GgufFile& file, io::Reader& reader) {
+  return lookup(model_path, file, reader).index;
+}
+
+std::optional<ShardIndex> index_for_run(VerifyMode mode, const fs::path& model_path, const GgufFile& file,
+                                        io::Reader& reader, std::vector<std::string>& notices) {
+  if (mode == VerifyMode::off) return std::nullopt;
+  ShardIndex::Lookup found = ShardIndex::lookup(model_path, file, reader);
+  const std::string model = model_path.string();
+  switch (found.state) {
+    case IndexState::current:
+      return std::move(found.index);
+    case IndexState::stale:
+      throw Error(ErrorCode::corrupt_data, "shard index '" + found.path.string() + "' does not match '" + model + "' (" +
+                                               found.reason + "), so its shards cannot be verified: re-run `sluice index '" +
+                                               model + "'`, or pass --verify off to run unverified");
+    case IndexState::missing:
+      break;
+  }
+  if (mode == VerifyMode::require) {
+    throw Error(ErrorCode::invalid_argument, "--verify require: '" + model + "' has no shard index; run `sluice index '" +
+                                                 model + "'` first (or pass --verify on to run without one)");
+  }
+  notices.push_back("shards are not verified: '" + model + "' has no shard index (run `sluice index '" + model +
+                    "'` once to check every shard as it lands; --verify off silences this)");
   return std::nullopt;
 }
 

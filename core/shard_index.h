@@ -5,10 +5,19 @@
 // and writes `MODEL.gguf.sluice-index` next to the model, or, when that folder is read-only,
 // under $XDG_CACHE_HOME/sluice (default ~/.cache/sluice). The sidecar records the model's size,
 // mtime and a digest of its header (bytes before the tensor data), so a manifest that no longer
-// matches the file is detected (load() returns nullopt) and rebuilt rather than trusted.
+// matches the file is detected (lookup() says `stale`) and rebuilt rather than trusted.
 //
 // Verification happens where bytes land (the cache): verify() compares a landed extent with its
 // recorded digest.
+//
+// --verify (VerifyMode) decides what a run does with what lookup() found, in index_for_run():
+//   off      no index is read; nothing is said.
+//   on       (the default) a current index is used; a missing one costs one notice saying shards
+//            are not verified and how to index; a stale one (the model changed after indexing,
+//            or the sidecar is unreadable) is Error(corrupt_data) naming both files and the two
+//            ways out (re-run `sluice index`, or --verify off). Verification never switches
+//            itself off without a word.
+//   require  a current index or Error(invalid_argument): refuse to run unverified.
 #pragma once
 
 #include <cstdint>
@@ -34,6 +43,13 @@ struct IndexedTensor {
   uint64_t part_bytes() const { return bytes / n_parts; }
 };
 
+enum class VerifyMode { off, on, require };
+
+// What lookup() found next to a model (or in the cache directory).
+enum class IndexState { current, missing, stale };
+
+class ShardIndex;
+
 struct ModelFingerprint {
   uint64_t file_size = 0;
   int64_t mtime_ns = 0;
@@ -47,7 +63,11 @@ class ShardIndex {
 
   // Reads every tensor of the model once and digests each extent.
   static ShardIndex build(const GgufFile& file, io::Reader& reader, const Progress& progress = {});
-  // The sidecar for `model_path` if it exists and still matches the model; nullopt otherwise.
+  struct Lookup;
+  // The sidecar for `model_path`: `current` (with the index) when one still matches the model;
+  // `stale` when one exists but does not (path and reason say which and why); else `missing`.
+  static Lookup lookup(const std::filesystem::path& model_path, const GgufFile& file, io::Reader& reader);
+  // lookup()'s index when current; nullopt otherwise.
   static std::optional<ShardIndex> load(const std::filesystem::path& model_path, const GgufFile& file,
                                         io::Reader& reader);
   // Writes the sidecar; returns where it went. Throws Error(io_error) when no location is writable.
@@ -74,6 +94,19 @@ class ShardIndex {
   std::vector<IndexedTensor> tensors_;
   std::unordered_map<std::string, size_t> by_name_;
 };
+
+struct ShardIndex::Lookup {
+  IndexState state = IndexState::missing;
+  std::optional<ShardIndex> index;  // set when current
+  std::filesystem::path path;       // the sidecar used (current) or rejected (stale)
+  std::string reason;               // stale: what no longer matches, e.g. "the model's mtime changed"
+};
+
+// The index a run verifies against under `mode` (see the top of this file): nullopt for off, or
+// for on without an index (then `notices` gets the one line saying so). Throws Error for a stale
+// index (on, require) and a missing one (require).
+std::optional<ShardIndex> index_for_run(VerifyMode mode, const std::filesystem::path& model_path,
+                                        const GgufFile& file, io::Reader& reader, std::vector<std::string>& notices);
 
 uint64_t xxh3_64(std::span<const std::byte> bytes);
 

@@ -49,7 +49,7 @@ def main():
         for side in ("A", "B"):
             run = bench(a.binary, a.model, shlex.split(a.common) + sides[side])
             values[side].append(metric(run, a.metric))
-            shown = " ".join(f"{k}={run[k]:.3f}" for k in SHOWN if k in run)
+            shown = " ".join(f"{k}={run[k]:.3f}" for k in SHOWN if run.get(k) is not None)  # null: not measured
             print(f"pair {i + 1} {side} {a.metric}={values[side][-1]:.3f} {shown}", flush=True)
     med = {s: statistics.median(v) for s, v in values.items()}
     ratio = med["B"] / med["A"] if med["A"] else 0.0

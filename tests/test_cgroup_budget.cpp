@@ -1,8 +1,11 @@
-// `sluice run --budget B` inside a real memory cap: a child memory cgroup limited to B plus the
-// stated fixed overhead (the same 64 MiB the peak-RSS test in test_engine_cli.cpp allows). The
-// run must finish, never be OOM-killed, and the cgroup's peak charge stays within the limit.
+// `sluice run --budget 128M` inside a real memory cap: a child memory cgroup limited to the budget
+// plus the stated slack, on a model whose routed experts are four times the budget
+// (tests/budget_model.h). The run must finish and never be OOM-killed. The negative control runs
+// the same command in the same kind of cgroup with the budget bypassed (SLUICE_TEST_IGNORE_BUDGET=1,
+// a test-only switch of `sluice run`: every expert in core) and must be OOM-killed: a cgroup's
+// charge can never exceed its limit, so being killed is how a violation shows here.
 // Needs root and a writable memory controller (cgroup v1 at /sys/fs/cgroup/memory, or v2 with
-// the memory controller enabled); skips with a message otherwise.
+// the memory controller enabled); without them the test fails, saying why.
 #include <doctest/doctest.h>
 
 #include <unistd.h>
@@ -13,14 +16,17 @@
 #include <sstream>
 #include <string>
 
+#include "tests/budget_model.h"
 #include "tests/test_support.h"
 
 namespace fs = std::filesystem;
 
 namespace {
 
-constexpr uint64_t kBudget = 5632ull << 10;      // 5.5 MiB, as in test_engine_cli.cpp
-constexpr uint64_t kFixedOverhead = 64ull << 20;  // code, stacks, io_uring rings, tokenizer
+using sluice::test::kBudgetTestBudget;
+// As in test_budget_rss.cpp: what a process holds beyond the model's budgeted memory. The cgroup
+// also charges the page cache the run fills, which the kernel reclaims before it kills.
+constexpr uint64_t kSlack = 32ull << 20;
 
 std::string read_all(const fs::path& p) {
   std::ifstream in(p);
@@ -122,35 +128,49 @@ std::optional<MemoryCgroup> make_cgroup(uint64_t limit, std::string& why) {
   return cg;
 }
 
+struct CgroupRun {
+  sluice::test::CommandResult result;
+  uint64_t peak = 0, kills = 0;
+};
+
+// Runs `sluice args` (with `env` assignments) as the only process of a fresh cgroup of `limit`.
+CgroupRun run_in_cgroup(uint64_t limit, const std::string& args, const std::string& env = "") {
+  std::string why;
+  std::optional<MemoryCgroup> cg = make_cgroup(limit, why);
+  REQUIRE_MESSAGE(cg.has_value(), "cannot make a memory cgroup: " << why);
+  // The shell joins the cgroup, then becomes sluice: everything sluice allocates is charged.
+  const std::string join = env + (env.empty() ? "" : " ") + "sh -c 'echo $$ > " + cg->procs() + " && exec \"$0\" \"$@\"'";
+  CgroupRun run;
+  run.result = sluice::test::run_sluice(args, join);
+  run.peak = cg->peak();
+  run.kills = cg->oom_kills();
+  std::error_code ec;
+  fs::remove(cg->dir, ec);  // empty again once sluice has exited
+  CHECK_MESSAGE(!ec, "cannot remove " << cg->dir.string() << ": " << ec.message());
+  MESSAGE("cgroup " << (cg->v1 ? "v1" : "v2") << " limit " << limit << " bytes: peak charge " << run.peak
+                    << " bytes, OOM kills " << run.kills << ", exit " << run.result.exit_code);
+  return run;
+}
+
 }  // namespace
 
-TEST_CASE("sluice run inside a cgroup memory limit of budget plus overhead is never OOM-killed") {
+TEST_CASE("sluice run --budget 128M inside a cgroup of budget plus 32 MiB is never OOM-killed, and bypassing the budget is") {
   if (sluice::test::kUnderSanitizer) {
     MESSAGE("skipped: sanitizer shadow memory does not fit the production memory limit");
     return;
   }
-  const uint64_t limit = kBudget + kFixedOverhead;
-  std::string why;
-  std::optional<MemoryCgroup> cg = make_cgroup(limit, why);
-  if (!cg) {
-    MESSAGE("skipped: " << why);
-    return;
-  }
-  const std::string model = (sluice::test::reference_dir() / "tiny/deepseek2/deepseek2-q4_k_m.gguf").string();
-  // The shell joins the cgroup, then becomes sluice: everything sluice allocates is charged.
-  const std::string join = "sh -c 'echo $$ > " + cg->procs() + " && exec \"$0\" \"$@\"'";
-  auto r = sluice::test::run_sluice("run -m '" + model + "' -p 'The quick brown fox' -n 24 -c 64 -b 32 --ignore-eos "
-                                    "--budget 5.5M --stats",
-                                    join);
-  const uint64_t peak = cg->peak(), kills = cg->oom_kills();
-  std::error_code ec;
-  fs::remove(cg->dir, ec);  // empty again once sluice has exited
-  MESSAGE("cgroup " << (cg->v1 ? "v1" : "v2") << " limit " << limit << " bytes, peak charge " << peak
-                    << " bytes, OOM kills " << kills);
-  CHECK_MESSAGE(r.exit_code == 0, r.err);
-  CHECK(r.err.find("peak RSS") != std::string::npos);
-  CHECK(kills == 0);
-  CHECK(peak > 0);
-  CHECK(peak <= limit);
-  CHECK_FALSE(ec);
+  const uint64_t limit = kBudgetTestBudget + kSlack;
+  const std::string args = "run -m '" + sluice::test::budget_model().string() +
+                           "' --tokens 1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16 -n 12 -c 64 -b 16 --ignore-eos "
+                           "--budget 128M --stats";
+  const CgroupRun bounded = run_in_cgroup(limit, args);
+  CHECK_MESSAGE(bounded.result.exit_code == 0, bounded.result.err);
+  CHECK(bounded.result.err.find("peak RSS") != std::string::npos);
+  CHECK(bounded.kills == 0);
+  CHECK(bounded.peak > 0);
+
+  // The control: the same run with the budget bypassed needs ~4x the limit and must be killed.
+  const CgroupRun bypassed = run_in_cgroup(limit, args, "SLUICE_TEST_IGNORE_BUDGET=1");
+  CHECK(bypassed.result.exit_code != 0);
+  CHECK(bypassed.kills >= 1);
 }

@@ -1,4 +1,5 @@
 // sluice bench: `bench io`, `bench kernels`, or a measured run of a model (`bench -m MODEL`).
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -23,6 +24,7 @@
 #include "tools/memory_flags.h"
 #include "tools/progress_bar.h"
 #include "tools/routing_outputs.h"
+#include "tools/verify_flag.h"
 
 namespace sluice::tools {
 
@@ -50,6 +52,16 @@ nlohmann::json layers_json(const core::BenchResult& r) {
   return a;
 }
 
+// An optional figure: its value, or null when it does not exist (e.g. no ceiling without a probe).
+nlohmann::json maybe(const std::optional<double>& v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); }
+
+std::string maybe_text(const std::optional<double>& v, const char* format) {
+  if (!v) return "-";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, format, *v);
+  return buf;
+}
+
 nlohmann::json to_json(const core::BenchResult& r) {
   return {{"budget_bytes", r.budget_bytes},
           {"model_bytes", r.model_bytes},
@@ -71,10 +83,13 @@ nlohmann::json to_json(const core::BenchResult& r) {
           {"read_bytes_per_token_first8", r.read_bytes_per_token_first8},
           {"read_bytes_per_token_steady", r.read_bytes_per_token_steady},
           {"read_bytes_per_token", r.read_bytes_per_token},
+          {"miss_bytes_per_token", r.miss_bytes_per_token},
+          {"speculative_bytes_per_token", r.speculative_bytes_per_token},
           {"disk_gbps_achieved", r.disk_gbps_achieved},
-          {"disk_gbps_raw", r.disk_gbps_raw},
-          {"ceiling_tok_s", r.ceiling_tok_s},
-          {"achieved_over_ceiling", r.achieved_over_ceiling},
+          {"disk_gbps_raw", maybe(r.disk_gbps_raw)},
+          {"ceiling_tok_s", maybe(r.ceiling_tok_s)},
+          {"achieved_over_ceiling", maybe(r.achieved_over_ceiling)},
+          {"ceiling_note", r.ceiling_note.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.ceiling_note)},
           {"io_wait_share", r.io_wait_share},
           {"peak_rss_bytes", r.peak_rss_bytes},
           {"page_cache_growth_bytes", r.page_cache_growth_bytes},
@@ -171,7 +186,7 @@ int cmd_bench_model(int argc, char** argv) {
       ("gpu", "use the first CUDA GPU (VRAM tier above the RAM cache)")
       ("vram", "VRAM for --gpu (e.g. 20G; default: free VRAM minus a margin)", cxxopts::value<std::string>())
       ("vram-policy", "VRAM expert cache policy with --gpu: lru or freq", cxxopts::value<std::string>()->default_value("lru"))
-      ("verify", "check shards against the model's index (sluice index): on or off", cxxopts::value<std::string>()->default_value("on"))
+      (kVerifyFlag, kVerifyFlagHelp, cxxopts::value<std::string>()->default_value("on"))
       ("io-faults", "testing: inject IO faults into expert shard reads (see sluice run --help)", cxxopts::value<std::string>())
       ("prefetch-depth", "predict the experts of this many MoE layers ahead and read them early (0: off)", cxxopts::value<int>()->default_value(std::to_string(core::kDefaultPrefetchDepth)))
       ("cold", "evict the model file from the page cache before each run")
@@ -196,10 +211,7 @@ int cmd_bench_model(int argc, char** argv) {
   base.engine.threads = args["threads"].as<unsigned>();
   base.engine.io.kind = io::parse_io_kind(args["io"].as<std::string>());
   base.engine.policy = args["policy"].as<std::string>();
-  const std::string verify = args["verify"].as<std::string>();
-  if (verify != "on" && verify != "off")
-    throw Error(ErrorCode::invalid_argument, "--verify '" + verify + "' must be on or off");
-  base.engine.verify = verify == "on";
+  apply_verify_flag(args[kVerifyFlag].as<std::string>(), base.engine);
   if (args.count("io-faults")) base.engine.faults = io::parse_fault_options(args["io-faults"].as<std::string>());
   base.engine.session.n_batch = args["batch-size"].as<int64_t>();
   base.engine.session.kv_type = GgmlType::F16;
@@ -265,6 +277,8 @@ int cmd_bench_model(int argc, char** argv) {
   io::BandwidthOptions probe;
   probe.read_size = std::max<uint64_t>(4096, shard_bytes);
   probe.seconds_per_depth = args["probe-seconds"].as<double>();
+  if (!(probe.seconds_per_depth >= 0))
+    throw Error(ErrorCode::invalid_argument, "--probe-seconds must be 0 (no probe, no ceiling) or more");
   probe.max_bytes_per_depth = 4ull << 30;
   probe.io.kind = base.engine.io.kind;
   double disk_raw = 0;
@@ -274,6 +288,7 @@ int cmd_bench_model(int argc, char** argv) {
   }
 
   std::vector<core::BenchResult> results;
+  std::vector<std::string> said;  // notices already printed (a sweep repeats them)
   for (auto& o : runs) {
     o.disk_gbps_raw = disk_raw;
     ProgressBar bar("warm start");
@@ -281,6 +296,11 @@ int cmd_bench_model(int argc, char** argv) {
     results.push_back(core::run_bench(o));
     bar.finish();
     const auto& r = results.back();
+    for (const auto& notice : r.notices) {
+      if (std::find(said.begin(), said.end(), notice) != said.end()) continue;
+      said.push_back(notice);
+      std::fprintf(stderr, "sluice bench: %s\n", notice.c_str());
+    }
     if (!json) {
       std::fprintf(stderr, "%s\n", r.budget_split.c_str());
       if (r.gpu) std::fprintf(stderr, "%s\n", r.gpu_tier.c_str());
@@ -299,15 +319,23 @@ int cmd_bench_model(int argc, char** argv) {
       std::cout << a.dump(1) << "\n";
     }
   } else {
-    std::printf("model %s (%s), io %s, raw disk %.2f GB/s\n", path.c_str(), human_bytes(file_bytes).c_str(),
-                results[0].io_backend.c_str(), disk_raw);
+    std::printf("model %s (%s), io %s, raw disk %s\n", path.c_str(), human_bytes(file_bytes).c_str(),
+                results[0].io_backend.c_str(), disk_raw > 0 ? maybe_text(disk_raw, "%.2f GB/s").c_str() : "not probed");
     std::printf("%10s %7s %9s %9s %9s %8s %10s %8s %9s %7s %7s %10s\n", "budget", "experts", "prefill", "decode",
                 "first8", "hit", "MB/token", "GB/s", "ceiling", "ach/ceil", "iowait", "peak RSS");
     for (const auto& r : results) {
-      std::printf("%10s %6.0f%% %9.2f %9.2f %9.2f %7.1f%% %10.2f %8.2f %9.2f %7.2f %6.0f%% %10s\n",
+      std::printf("%10s %6.0f%% %9.2f %9.2f %9.2f %7.1f%% %10.2f %8.2f %9s %8s %6.0f%% %10s\n",
                   human_bytes(r.budget_bytes).c_str(), r.cache_experts_fraction * 100, r.prefill_tok_s, r.decode_tok_s,
                   r.decode_first8_tok_s, r.hit_rate * 100, r.read_bytes_per_token / 1e6, r.disk_gbps_achieved,
-                  r.ceiling_tok_s, r.achieved_over_ceiling, r.io_wait_share * 100, human_bytes(r.peak_rss_bytes).c_str());
+                  maybe_text(r.ceiling_tok_s, "%.2f").c_str(), maybe_text(r.achieved_over_ceiling, "%.2f").c_str(),
+                  r.io_wait_share * 100, human_bytes(r.peak_rss_bytes).c_str());
+    }
+    std::vector<std::string> notes;
+    for (const auto& r : results) {
+      if (!r.ceiling_note.empty() && std::find(notes.begin(), notes.end(), r.ceiling_note) == notes.end()) {
+        notes.push_back(r.ceiling_note);
+        std::printf("ceiling: %s\n", r.ceiling_note.c_str());
+      }
     }
     for (const auto& r : results) {
       if (!r.gpu) continue;
@@ -323,8 +351,9 @@ int cmd_bench_model(int argc, char** argv) {
     std::printf("routing: entropy %.3f, hottest %.2fx uniform, temporal reuse %.3f (chance %.3f)\n", r.routing_entropy,
                 r.hottest_over_uniform, r.temporal_reuse, r.temporal_reuse_chance);
     std::printf("prefetch depth %d: recall %.3f, precision %.3f (previous token's experts: recall %.3f), "
-                "waste %.2f MB/token, IO hidden %.0f%%\n",
+                "read %.2f MB/token on misses + %.2f MB/token speculative (%.2f MB/token of it wasted), IO hidden %.0f%%\n",
                 r.prefetch_depth, r.prediction_recall, r.prediction_precision, r.previous_token_recall,
+                r.miss_bytes_per_token / 1e6, r.speculative_bytes_per_token / 1e6,
                 r.speculative_waste_bytes_per_token / 1e6, r.io_hidden_share * 100);
     for (size_t l = 0; l < r.layers.size(); ++l) {
       const auto& x = r.layers[l];

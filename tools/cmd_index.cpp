@@ -36,9 +36,13 @@ int cmd_index(int argc, char** argv) {
   io::PreadReader reader(path, io::PreadOptions{0, true});
   core::GgufFile file = core::GgufFile::parse(reader);
   if (!args.count("force")) {
-    if (auto existing = core::ShardIndex::load(path, file, reader)) {
-      std::printf("index is up to date: %llu extents\n", static_cast<unsigned long long>(existing->extent_count()));
+    const core::ShardIndex::Lookup existing = core::ShardIndex::lookup(path, file, reader);
+    if (existing.index) {
+      std::printf("index is up to date: %llu extents\n", static_cast<unsigned long long>(existing.index->extent_count()));
       return 0;
+    }
+    if (existing.state == core::IndexState::stale) {
+      std::fprintf(stderr, "sluice index: replacing '%s' (%s)\n", existing.path.c_str(), existing.reason.c_str());
     }
   }
   ProgressBar bar("indexing", args.count("progress") > 0);
