@@ -146,3 +146,52 @@ TEST_CASE("a KL base from another text, context or vocabulary is refused") {
   CHECK_THROWS_WITH_AS(core::KlBaseReader(base, 7, 8, 2, tokens), doctest::Contains("vocabulary of 5"), Error);
   CHECK_THROWS_WITH_AS(core::KlBaseReader((dir / "missing").string(), 5, 8, 2, tokens), doctest::Contains("cannot open"), Error);
 }
+
+namespace {
+
+double final_ppl(const std::string& out) {
+  const size_t at = out.find("Final estimate: PPL = ");
+  REQUIRE(at != std::string::npos);
+  return std::stod(out.substr(at + 22));
+}
+
+}  // namespace
+
+TEST_CASE("sluice perplexity gives llama-perplexity's number on the reference models") {
+  const auto fixture = nlohmann::json::parse(test::read_text(test::source_dir() / "tests/data/perplexity_llamacpp.json"));
+  const std::string text = (test::reference_dir() / fixture.at("text").get<std::string>()).string();
+  for (const auto& r : fixture.at("results")) {
+    const std::string model = r.at("model").get<std::string>();
+    CAPTURE(model);
+    const auto run = test::run_sluice("perplexity -m '" + (test::reference_dir() / model).string() + "' -f '" + text +
+                                      "' -c 128 -b 128 -t 1 --kv-type f32");
+    INFO(run.err);
+    REQUIRE(run.exit_code == 0);
+    const double ours = final_ppl(run.out), theirs = r.at("ppl").get<double>();
+    const double rel = std::fabs(ours - theirs) / theirs;
+    MESSAGE(model << ": sluice " << ours << ", llama-perplexity " << theirs << ", relative " << rel);
+    if (model.find("deepseek2") == std::string::npos) {
+      CHECK(rel <= 1e-4);
+    } else {
+      // deepseek2: the first chunk agrees to the last printed digit, later chunks do not yet
+      // (measured 1.4e-4 .. 3.6e-3; see docs/results.md). Bounded at the measured gap, so a new
+      // divergence still fails.
+      CHECK(rel <= 5e-3);
+    }
+  }
+}
+
+TEST_CASE("sluice perplexity prints the same number in core and at small budgets") {
+  const std::string model = (test::reference_dir() / "tiny/qwen3moe/qwen3moe-q4_k_m.gguf").string();
+  const std::string text = (test::reference_dir() / "tiny/deepseek2/imatrix-text.txt").string();
+  std::string first;
+  for (const char* memory : {"--in-core", "--cache-experts 100%", "--cache-experts 25%", "--budget 3M"}) {
+    const auto run = test::run_sluice("perplexity -m '" + model + "' -f '" + text + "' -c 128 -b 128 --kv-type f32 " + memory);
+    CAPTURE(memory);
+    INFO(run.err);
+    REQUIRE(run.exit_code == 0);
+    const std::string line = run.out.substr(run.out.find("Final estimate"));
+    if (first.empty()) first = line;
+    CHECK(line == first);
+  }
+}

@@ -21,6 +21,7 @@
 #include "io/pread_reader.h"
 #include "io/fault_reader.h"
 #include "tools/commands.h"
+#include "tools/session_flags.h"
 #include "tools/memory_flags.h"
 #include "tools/progress_bar.h"
 #include "tools/routing_outputs.h"
@@ -208,12 +209,14 @@ int cmd_bench_model(int argc, char** argv) {
 
   core::BenchOptions base;
   base.engine.model_path = path;
-  base.engine.threads = args["threads"].as<unsigned>();
+  const SessionFlags sf = read_session_flags(args, false);
+  for (const auto& note : sf.notes) std::fprintf(stderr, "sluice bench: %s\n", note.c_str());
+  base.engine.threads = sf.threads;
   base.engine.io.kind = io::parse_io_kind(args["io"].as<std::string>());
   base.engine.policy = args["policy"].as<std::string>();
   apply_verify_flag(args[kVerifyFlag].as<std::string>(), base.engine);
   if (args.count("io-faults")) base.engine.faults = io::parse_fault_options(args["io-faults"].as<std::string>());
-  base.engine.session.n_batch = args["batch-size"].as<int64_t>();
+  base.engine.session.n_batch = sf.n_batch;
   base.engine.session.kv_type = GgmlType::F16;
   base.engine.session.prefetch_depth = args["prefetch-depth"].as<int>();
   if (base.engine.session.prefetch_depth < 0 || base.engine.session.prefetch_depth > 64)

@@ -20,8 +20,10 @@
 #include "core/engine.h"
 #include "core/tokenizer.h"
 #include "tools/commands.h"
+#include "tools/session_flags.h"
 #include "tools/llama_flags.h"
 #include "tools/memory_flags.h"
+#include "tools/verify_flag.h"
 
 namespace sluice::tools {
 
@@ -118,7 +120,7 @@ int cmd_chat(int argc, char** argv) {
       ("in-core", "load the routed experts into RAM too (no cache, no streaming)")
       ("io", "IO backend: auto, uring or pread", cxxopts::value<std::string>()->default_value("auto"))
       ("policy", "expert cache eviction policy", cxxopts::value<std::string>()->default_value("lru"))
-      ("verify", "check shards against the model's index: on or off", cxxopts::value<std::string>()->default_value("on"))
+      (kVerifyFlag, kVerifyFlagHelp, cxxopts::value<std::string>()->default_value("on"))
       ("h,help", "show this help");
   add_kv_type_options(options);
   LlamaArgv llama_argv(argc, argv);
@@ -129,23 +131,18 @@ int cmd_chat(int argc, char** argv) {
   }
   if (!args.count("model")) throw Error(ErrorCode::invalid_argument, "-m MODEL.gguf is required");
   const std::string model_path = args["model"].as<std::string>();
-  const unsigned threads = args["threads"].as<unsigned>();
-  if (threads == 0 || threads > 1024) throw Error(ErrorCode::invalid_argument, "-t " + std::to_string(threads) + " must be in [1, 1024]");
-  const int64_t ctx = args["ctx-size"].as<int64_t>(), batch = args["batch-size"].as<int64_t>();
-  if (ctx < 0) throw Error(ErrorCode::invalid_argument, "-c " + std::to_string(ctx) + " must be >= 0");
-  if (batch < 1) throw Error(ErrorCode::invalid_argument, "-b " + std::to_string(batch) + " must be at least 1");
-  const std::string verify = args["verify"].as<std::string>();
-  if (verify != "on" && verify != "off") throw Error(ErrorCode::invalid_argument, "--verify '" + verify + "' must be on or off");
+  const SessionFlags sf = read_session_flags(args);
+  for (const auto& note : sf.notes) std::fprintf(stderr, "sluice chat: %s\n", note.c_str());
 
   core::EngineOptions eo;
   eo.model_path = model_path;
-  eo.threads = threads;
+  eo.threads = sf.threads;
   eo.in_core = args.count("in-core") > 0;
   eo.io.kind = io::parse_io_kind(args["io"].as<std::string>());
   eo.policy = args["policy"].as<std::string>();
-  eo.verify = verify == "on";
-  eo.session.n_ctx = ctx;
-  eo.session.n_batch = ctx > 0 ? std::min(batch, ctx) : batch;
+  apply_verify_flag(args[kVerifyFlag].as<std::string>(), eo);
+  eo.session.n_ctx = sf.n_ctx;
+  eo.session.n_batch = sf.n_ctx > 0 ? std::min(sf.n_batch, sf.n_ctx) : sf.n_batch;
   eo.session.kv_type = kv_type_from(args);
   if (args.count("budget"))
     eo.budget_bytes = parse_budget_flag(args["budget"].as<std::string>(), std::filesystem::file_size(model_path));

@@ -14,9 +14,11 @@
 #include "core/perplexity.h"
 #include "core/tokenizer.h"
 #include "tools/commands.h"
+#include "tools/session_flags.h"
 #include "tools/llama_flags.h"
 #include "tools/memory_flags.h"
 #include "tools/progress_bar.h"
+#include "tools/verify_flag.h"
 
 namespace sluice::tools {
 
@@ -47,7 +49,7 @@ int cmd_perplexity(int argc, char** argv) {
       ("in-core", "load the routed experts into RAM too (no cache, no streaming)")
       ("io", "IO backend: auto, uring or pread", cxxopts::value<std::string>()->default_value("auto"))
       ("policy", "expert cache eviction policy", cxxopts::value<std::string>()->default_value("lru"))
-      ("verify", "check shards against the model's index: on or off", cxxopts::value<std::string>()->default_value("on"))
+      (kVerifyFlag, kVerifyFlagHelp, cxxopts::value<std::string>()->default_value("on"))
       ("kl-base-out", "save this run's log-probabilities as the base for a later --kl-base run", cxxopts::value<std::string>())
       ("kl-base", "compare with a base saved by --kl-base-out: mean KL divergence and same-top share", cxxopts::value<std::string>())
       ("h,help", "show this help");
@@ -64,24 +66,18 @@ int cmd_perplexity(int argc, char** argv) {
     throw Error(ErrorCode::invalid_argument, "give --kl-base-out (write a base) or --kl-base (compare with one), not both");
   const std::string model_path = args["model"].as<std::string>();
   const std::string text = read_text_file(args["file"].as<std::string>());
-  const unsigned threads = args["threads"].as<unsigned>();
-  if (threads == 0 || threads > 1024) throw Error(ErrorCode::invalid_argument, "-t " + std::to_string(threads) + " must be in [1, 1024]");
-  const int64_t ctx = args["ctx-size"].as<int64_t>();
-  if (ctx < 0) throw Error(ErrorCode::invalid_argument, "-c " + std::to_string(ctx) + " must be >= 0");
-  const int64_t batch = args["batch-size"].as<int64_t>();
-  if (batch < 1) throw Error(ErrorCode::invalid_argument, "-b " + std::to_string(batch) + " must be at least 1");
-  const std::string verify = args["verify"].as<std::string>();
-  if (verify != "on" && verify != "off") throw Error(ErrorCode::invalid_argument, "--verify '" + verify + "' must be on or off");
+  const SessionFlags sf = read_session_flags(args);
+  for (const auto& note : sf.notes) std::fprintf(stderr, "sluice perplexity: %s\n", note.c_str());
 
   core::EngineOptions eo;
   eo.model_path = model_path;
-  eo.threads = threads;
+  eo.threads = sf.threads;
   eo.in_core = args.count("in-core") > 0;
   eo.io.kind = io::parse_io_kind(args["io"].as<std::string>());
   eo.policy = args["policy"].as<std::string>();
-  eo.verify = verify == "on";
-  eo.session.n_ctx = ctx;
-  eo.session.n_batch = ctx > 0 ? std::min(batch, ctx) : batch;
+  apply_verify_flag(args[kVerifyFlag].as<std::string>(), eo);
+  eo.session.n_ctx = sf.n_ctx;
+  eo.session.n_batch = sf.n_ctx > 0 ? std::min(sf.n_batch, sf.n_ctx) : sf.n_batch;
   eo.session.kv_type = kv_type_from(args);
   eo.session.prefetch_depth = 0;  // prompt batches only: prediction is for decode
   if (args.count("budget"))

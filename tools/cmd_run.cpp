@@ -23,6 +23,8 @@
 #include "io/fault_reader.h"
 #include "kernels/thread_pool.h"
 #include "tools/commands.h"
+#include "tools/llama_flags.h"
+#include "tools/session_flags.h"
 #include "tools/memory_flags.h"
 #include "tools/progress_bar.h"
 #include "tools/routing_outputs.h"
@@ -57,6 +59,12 @@ std::vector<int32_t> parse_token_list(const std::string& text) {
     i = j + 1;
   }
   return ids;
+}
+
+std::string read_prompt_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error(ErrorCode::invalid_argument, "-f: cannot read the prompt file '" + path + "'");
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
 
 // --stats: one line per generated token and a summary, from the cache's counters.
@@ -145,6 +153,7 @@ int cmd_run(int argc, char** argv) {
   options.add_options()
       ("m,model", "GGUF model file", cxxopts::value<std::string>())
       ("p,prompt", "prompt text (BOS is added when the model asks for it)", cxxopts::value<std::string>())
+      ("f,file", "prompt text from a file (llama.cpp's -f)", cxxopts::value<std::string>())
       ("tokens", "prompt as comma-separated token ids instead of text", cxxopts::value<std::string>())
       ("n,n-predict", "tokens to generate", cxxopts::value<int>()->default_value("64"))
       ("t,threads", "worker threads", cxxopts::value<unsigned>()->default_value("1"))
@@ -154,10 +163,9 @@ int cmd_run(int argc, char** argv) {
       ("min-p", "min-p filter (0: off)", cxxopts::value<float>()->default_value("0.05"))
       ("repeat-penalty", "repetition penalty (1: off)", cxxopts::value<float>()->default_value("1"))
       ("repeat-last-n", "tokens the repetition penalty looks back", cxxopts::value<int>()->default_value("64"))
-      ("seed", "sampling seed", cxxopts::value<uint64_t>()->default_value("0"))
+      ("s,seed", "sampling seed", cxxopts::value<uint64_t>()->default_value("0"))
       ("c,ctx-size", "context length (0: min(training context, 4096))", cxxopts::value<int64_t>()->default_value("0"))
       ("b,batch-size", "most prompt tokens per forward pass", cxxopts::value<int64_t>()->default_value("512"))
-      ("kv-type", "KV cache type: f16 or f32", cxxopts::value<std::string>()->default_value("f16"))
       ("widen-f16", "convert F16 weights to F32 at load")
       ("ignore-eos", "keep generating after the end-of-sequence token")
       ("budget", "memory ceiling for everything sluice allocates for the model (29G = 29 GiB, 512M, or 10% of the file)", cxxopts::value<std::string>())
@@ -173,23 +181,26 @@ int cmd_run(int argc, char** argv) {
       ("prefetch-depth", "predict the experts of this many MoE layers ahead and read them early (0: off)", cxxopts::value<int>()->default_value(std::to_string(core::kDefaultPrefetchDepth)))
       ("stats", "print a line per token (time, hits/misses, MB read, IO wait) and a summary")
       ("logits-out", "write f32 logits [n_prompt + n_generated][n_vocab] (LE) to FILE", cxxopts::value<std::string>())
+      ("no-cnv", "accepted for llama-cli's -no-cnv: run is never a conversation")
       ("h,help", "show this help");
   add_routing_options(options);
-  auto args = options.parse(argc, argv);
+  add_kv_type_options(options);
+  LlamaArgv llama_argv(argc, argv);
+  auto args = options.parse(llama_argv.argc(), llama_argv.argv());
   if (args.count("help")) {
     std::cout << options.help();
     return 0;
   }
   if (!args.count("model")) throw Error(ErrorCode::invalid_argument, "-m MODEL.gguf is required");
-  if (args.count("prompt") == args.count("tokens"))
-    throw Error(ErrorCode::invalid_argument, "give exactly one of -p PROMPT or --tokens IDS");
+  if (args.count("prompt") + args.count("file") + args.count("tokens") != 1)
+    throw Error(ErrorCode::invalid_argument, "give exactly one of -p PROMPT, -f FILE or --tokens IDS");
+  std::optional<std::string> prompt_text;
+  if (args.count("prompt")) prompt_text = args["prompt"].as<std::string>();
+  if (args.count("file")) prompt_text = read_prompt_file(args["file"].as<std::string>());
   const int n_predict = args["n-predict"].as<int>();
   if (n_predict < 0) throw Error(ErrorCode::invalid_argument, "-n " + std::to_string(n_predict) + " must be >= 0");
-  const unsigned threads = args["threads"].as<unsigned>();
-  if (threads == 0 || threads > 1024) throw Error(ErrorCode::invalid_argument, "-t " + std::to_string(threads) + " must be in [1, 1024]");
-  const std::string kv_name = args["kv-type"].as<std::string>();
-  if (kv_name != "f16" && kv_name != "f32")
-    throw Error(ErrorCode::invalid_argument, "--kv-type '" + kv_name + "' must be f16 or f32");
+  const SessionFlags sf = read_session_flags(args);
+  for (const auto& note : sf.notes) std::fprintf(stderr, "sluice run: %s\n", note.c_str());
   const bool gpu = args.count("gpu") > 0;
   if (!gpu && (args.count("vram") || args.count("vram-policy")))
     throw Error(ErrorCode::invalid_argument, "--vram and --vram-policy need --gpu");
@@ -197,17 +208,17 @@ int cmd_run(int argc, char** argv) {
   const std::string model_path = args["model"].as<std::string>();
   core::EngineOptions eo;
   eo.model_path = model_path;
-  eo.threads = threads;
+  eo.threads = sf.threads;
   eo.widen_f16_to_f32 = args.count("widen-f16") > 0;
   eo.in_core = args.count("in-core") > 0;
   eo.io.kind = io::parse_io_kind(args["io"].as<std::string>());
   eo.policy = args["policy"].as<std::string>();
   apply_verify_flag(args[kVerifyFlag].as<std::string>(), eo);
   if (args.count("io-faults")) eo.faults = io::parse_fault_options(args["io-faults"].as<std::string>());
-  eo.session.n_ctx = args["ctx-size"].as<int64_t>();
-  eo.session.n_batch = std::max<int64_t>(1, args["batch-size"].as<int64_t>());
+  eo.session.n_ctx = sf.n_ctx;
+  eo.session.n_batch = sf.n_batch;
   if (eo.session.n_ctx > 0) eo.session.n_batch = std::min(eo.session.n_batch, eo.session.n_ctx);
-  eo.session.kv_type = kv_name == "f32" ? GgmlType::F32 : GgmlType::F16;
+  eo.session.kv_type = kv_type_from(args);
   eo.session.prefetch_depth = args["prefetch-depth"].as<int>();
   if (eo.session.prefetch_depth < 0 || eo.session.prefetch_depth > 64)
     throw Error(ErrorCode::invalid_argument, "--prefetch-depth " + std::to_string(eo.session.prefetch_depth) + " must be in [0, 64]");
@@ -244,7 +255,7 @@ int cmd_run(int argc, char** argv) {
   try {
     tokenizer = core::Tokenizer::from_gguf(engine.gguf());
   } catch (const Error& e) {
-    if (args.count("prompt")) throw;
+    if (prompt_text) throw;
   }
   std::fprintf(stderr, "sluice run: %s\nsluice run: %s\nsluice run: loaded in %.2f s (io %s%s)\n", engine.describe_model().c_str(),
                engine.describe_budget().c_str(), seconds_since(t_load), std::string(engine.reader().backend()).c_str(),
@@ -254,7 +265,7 @@ int cmd_run(int argc, char** argv) {
 
   std::vector<int32_t> prompt = args.count("tokens")
                                     ? parse_token_list(args["tokens"].as<std::string>())
-                                    : tokenizer->encode(args["prompt"].as<std::string>(), true, false);
+                                    : tokenizer->encode(*prompt_text, true, false);
   if (prompt.empty()) throw Error(ErrorCode::invalid_argument, "the prompt has no tokens");
 
   const int64_t n_ctx = engine.n_ctx();
@@ -295,7 +306,7 @@ int cmd_run(int argc, char** argv) {
     if (!logits_out) throw Error(ErrorCode::io_error, "write to --logits-out failed");
   };
 
-  if (tokenizer && args.count("prompt")) {
+  if (tokenizer && prompt_text) {
     for (int32_t id : prompt) std::fputs(tokenizer->token_to_piece(id, false).c_str(), stdout);
     std::fflush(stdout);
   }

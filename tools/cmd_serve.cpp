@@ -19,9 +19,12 @@
 #include "core/serve_scheduler.h"
 #include "core/tokenizer.h"
 #include "tools/commands.h"
+#include "tools/llama_flags.h"
+#include "tools/session_flags.h"
 #include "tools/memory_flags.h"
 #include "tools/http/server.h"
 #include "tools/serve_api.h"
+#include "tools/verify_flag.h"
 #include "io/pread_reader.h"
 
 namespace sluice::tools {
@@ -229,7 +232,7 @@ int cmd_serve(int argc, char** argv) {
       ("m,model", "GGUF model file", cxxopts::value<std::string>())
       ("host", "address to listen on", cxxopts::value<std::string>()->default_value("127.0.0.1"))
       ("port", "port (0: any free port, printed at start)", cxxopts::value<int>()->default_value("8080"))
-      ("parallel", "requests decoded together (each holds a KV cache of -c tokens)", cxxopts::value<int64_t>()->default_value("4"))
+      ("parallel", "requests decoded together, each holding a KV cache of -c tokens (llama-server: -np)", cxxopts::value<int64_t>()->default_value("4"))
       ("queue", "requests that may wait for a slot; beyond that: 503", cxxopts::value<int64_t>()->default_value("16"))
       ("max-body", "largest request body (bytes, 1M = 1 MiB); beyond that: 413", cxxopts::value<std::string>()->default_value("1M"))
       ("max-connections", "open connections at most; beyond that: 503", cxxopts::value<int64_t>()->default_value("512"))
@@ -238,15 +241,16 @@ int cmd_serve(int argc, char** argv) {
       ("t,threads", "worker threads", cxxopts::value<unsigned>()->default_value("1"))
       ("c,ctx-size", "context per request (0: min(training context, 4096))", cxxopts::value<int64_t>()->default_value("0"))
       ("b,batch-size", "most tokens per forward pass (decode tokens + prompt chunk)", cxxopts::value<int64_t>()->default_value("512"))
-      ("kv-type", "KV cache type: f16 or f32", cxxopts::value<std::string>()->default_value("f16"))
       ("budget", "memory ceiling for everything sluice allocates for the model (29G, 512M, or 10% of the file)", cxxopts::value<std::string>())
       ("cache-experts", "size the budget so the expert cache holds this share of all routed experts (e.g. 25%)", cxxopts::value<std::string>())
       ("in-core", "load the routed experts into RAM too (no cache, no streaming)")
       ("io", "IO backend: auto, uring or pread", cxxopts::value<std::string>()->default_value("auto"))
       ("policy", "expert cache eviction policy", cxxopts::value<std::string>()->default_value("lru"))
-      ("verify", "check shards against the model's index: on or off", cxxopts::value<std::string>()->default_value("on"))
+      (kVerifyFlag, kVerifyFlagHelp, cxxopts::value<std::string>()->default_value("on"))
       ("h,help", "show this help");
-  auto args = options.parse(argc, argv);
+  add_kv_type_options(options);
+  LlamaArgv llama_argv(argc, argv);
+  auto args = options.parse(llama_argv.argc(), llama_argv.argv());
   if (args.count("help")) {
     std::cout << options.help();
     return 0;
@@ -271,24 +275,20 @@ int cmd_serve(int argc, char** argv) {
   const double header_timeout = args["header-timeout"].as<double>();
   if (!(header_timeout >= 0.1 && header_timeout <= 3600))
     throw Error(ErrorCode::invalid_argument, "--header-timeout must be in [0.1, 3600] seconds");
-  const unsigned threads = args["threads"].as<unsigned>();
-  if (threads == 0 || threads > 1024) throw Error(ErrorCode::invalid_argument, "-t " + std::to_string(threads) + " must be in [1, 1024]");
-  const std::string kv_name = args["kv-type"].as<std::string>();
-  if (kv_name != "f16" && kv_name != "f32") throw Error(ErrorCode::invalid_argument, "--kv-type '" + kv_name + "' must be f16 or f32");
-  const std::string verify = args["verify"].as<std::string>();
-  if (verify != "on" && verify != "off") throw Error(ErrorCode::invalid_argument, "--verify '" + verify + "' must be on or off");
+  const SessionFlags sf = read_session_flags(args);
+  for (const auto& note : sf.notes) std::fprintf(stderr, "sluice serve: %s\n", note.c_str());
 
   core::EngineOptions eo;
   eo.model_path = model_path;
-  eo.threads = threads;
+  eo.threads = sf.threads;
   eo.in_core = args.count("in-core") > 0;
   eo.io.kind = io::parse_io_kind(args["io"].as<std::string>());
   eo.policy = args["policy"].as<std::string>();
-  eo.verify = verify == "on";
-  eo.session.n_ctx = args["ctx-size"].as<int64_t>();
-  eo.session.n_batch = std::max<int64_t>(parallel, args["batch-size"].as<int64_t>());
+  apply_verify_flag(args[kVerifyFlag].as<std::string>(), eo);
+  eo.session.n_ctx = sf.n_ctx;
+  eo.session.n_batch = std::max<int64_t>(parallel, sf.n_batch);
   eo.session.n_seq = parallel;
-  eo.session.kv_type = kv_name == "f32" ? GgmlType::F32 : GgmlType::F16;
+  eo.session.kv_type = kv_type_from(args);
   if (args.count("budget"))
     eo.budget_bytes = parse_budget_flag(args["budget"].as<std::string>(), std::filesystem::file_size(model_path));
   if (args.count("cache-experts")) eo.cache_experts = parse_cache_experts_flag(args["cache-experts"].as<std::string>());

@@ -66,7 +66,8 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "sluice %s: error: %s (see 'sluice %s --help')\n", c.name, e.what(), c.name);
       return 2;
     } catch (const std::bad_alloc&) {
-      std::fprintf(stderr, "sluice %s: error: out of memory\n", c.name);
+      std::fprintf(stderr, "sluice %s: error: out of memory (a --budget within this machine's RAM, or a smaller -c, "
+                           "keeps sluice inside it)\n", c.name);
       return 1;
     } catch (const std::exception& e) {
       std::fprintf(stderr, "sluice %s: internal error: %s\n", c.name, e.what());
