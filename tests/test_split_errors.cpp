@@ -73,7 +73,7 @@ void expect_refused(const fs::path& opened_as, const std::vector<std::string>& e
     CHECK(e.code() == ErrorCode::invalid_file);
     for (const auto& s : expected) CHECK_MESSAGE(std::string(e.what()).find(s) != std::string::npos, e.what());
   }
-  for (const std::string cmd : {"inspect '" + opened_as.string() + "'",
+  for (const std::string& cmd : {"inspect '" + opened_as.string() + "'",
                                 "run -m '" + opened_as.string() + "' -p hi -n 1 --cache-experts 50%"}) {
     const auto r = run_sluice(cmd);
     CHECK(r.exit_code != 0);
