@@ -88,12 +88,14 @@ std::string_view to_string(GgufValueType type) {
 // comparing it with the bytes that remain.
 class GgufParser {
  public:
-  GgufParser(io::Reader& reader, const GgufLimits& limits)
-      : reader_(reader), limits_(limits), file_size_(reader.file_size()) {}
+  GgufParser(io::Reader& reader, const GgufLimits& limits, uint64_t base, uint64_t size, std::string path,
+             std::string label)
+      : reader_(reader), limits_(limits), file_size_(size), base_(base), path_(std::move(path)),
+        label_(label.empty() ? "'" + path_ + "'" : std::move(label)) {}
 
   GgufFile parse() {
     GgufFile f;
-    f.path_ = reader_.path();
+    f.path_ = path_;
     f.file_size_ = file_size_;
 
     uint32_t magic = read_u32("magic");
@@ -161,12 +163,13 @@ class GgufParser {
     // tensor data; each tensor's range is checked against the file size below.
     f.data_offset_ = align_up(pos_, f.alignment_);
     check_tensor_ranges(f);
+    f.parts_.push_back(GgufPart{path_, file_size_, f.data_offset_, f.tensors_.size(), base_});
     return f;
   }
 
  private:
   [[noreturn]] void fail(const std::string& message) const {
-    throw Error(ErrorCode::invalid_file, "'" + reader_.path() + "': " + message);
+    throw Error(ErrorCode::invalid_file, label_ + ": " + message);
   }
   [[noreturn]] void fail_at(uint64_t offset, const std::string& message) const {
     fail(message + " (at byte offset " + std::to_string(offset) + ")");
@@ -195,7 +198,7 @@ class GgufParser {
     uint64_t want_end = std::min(file_size_, std::max(end, have_end + chunk_));
     size_t old = buf_.size();
     buf_.resize(static_cast<size_t>(want_end - buf_start_));
-    reader_.read_sync(have_end, std::span<std::byte>(buf_.data() + old, buf_.size() - old));
+    reader_.read_sync(base_ + have_end, std::span<std::byte>(buf_.data() + old, buf_.size() - old));
   }
 
   const std::byte* take(uint64_t n, FieldName what) {
@@ -419,14 +422,35 @@ class GgufParser {
   io::Reader& reader_;
   GgufLimits limits_;
   uint64_t file_size_;
+  uint64_t base_;  // where this file starts in the reader's address space
+  std::string path_, label_;
   uint64_t pos_ = 0;
   uint64_t buf_start_ = 0;
   uint64_t chunk_ = 0;
   std::vector<std::byte> buf_;
 };
 
+GgufFile GgufFile::parse_one(io::Reader& reader, uint64_t base, uint64_t size, const std::string& path,
+                            const std::string& label, const GgufLimits& limits) {
+  return GgufParser(reader, limits, base, size, path, label).parse();
+}
+
 GgufFile GgufFile::parse(io::Reader& reader, const GgufLimits& limits) {
-  return GgufParser(reader, limits).parse();
+  const std::vector<io::FilePart> files = reader.parts();
+  if (files.size() <= 1) {
+    GgufFile f = parse_one(reader, 0, reader.file_size(), reader.path(), "", limits);
+    f.check_not_a_lone_part();
+    return f;
+  }
+  std::vector<GgufFile> parts;
+  for (size_t i = 0; i < files.size(); ++i) {
+    const std::string label = "part " + std::to_string(i + 1) + " of " + std::to_string(files.size()) + " '" +
+                              files[i].path + "'";
+    parts.push_back(parse_one(reader, files[i].base, files[i].bytes, files[i].path, label, limits));
+  }
+  GgufFile merged = merge_split(std::move(parts), files);
+  merged.path_ = reader.path();
+  return merged;
 }
 
 // ---- metadata access ----

@@ -13,6 +13,15 @@
 // size product is overflow checked, and every tensor's byte range must lie inside the file and
 // not overlap another. Failures are sluice::Error(invalid_file / unsupported) whose message names
 // the field, the value, the limit and the byte offset.
+//
+// Split models (llama.cpp's gguf-split): when the reader presents several files (io/split_set.h,
+// io::Reader::parts()), every part is a complete GGUF file with its own tensors. parse() reads
+// each part's header, checks the set (core/gguf_split.cpp: split.no, split.count and
+// split.tensors.count of every part, parts of another model, duplicate tensors) and merges them
+// into one directory: metadata from part 1 (later parts only carry the split.* keys), tensors of
+// all parts in part order, each tensor's file_offset in the reader's address space. Everything
+// that reads tensors through the same reader is then unaware of the split. A lone file that says
+// it is part of a larger set (split.count > 1) but is not named like one is refused.
 #pragma once
 
 #include <array>
@@ -61,8 +70,9 @@ struct GgufTensorInfo {
   GgmlType type = GgmlType::F32;
   uint32_t n_dims = 0;
   std::array<int64_t, 4> ne{1, 1, 1, 1};  // ggml order: ne[0] is the contiguous dimension
-  uint64_t offset = 0;       // relative to the data section
-  uint64_t file_offset = 0;  // absolute: data_offset + offset
+  uint64_t offset = 0;       // relative to the data section (of its part)
+  uint64_t file_offset = 0;  // absolute in the reader's address space: part base + data_offset + offset
+  uint32_t part = 0;         // index into GgufFile::parts()
   uint64_t n_elements = 0;
   uint64_t n_bytes = 0;
   uint64_t row_bytes = 0;    // bytes of one ne[0] row (ggml nb[1])
@@ -82,13 +92,29 @@ struct GgufLimits {
   uint64_t max_header_bytes = 1ull << 31;
 };
 
+// One file of the model: the file itself for a plain model, one part of a split model.
+struct GgufPart {
+  std::string path;
+  uint64_t bytes = 0;
+  uint64_t data_offset = 0;   // start of this part's tensor data, in the part
+  uint64_t tensor_count = 0;
+  uint64_t base = 0;          // where the reader's address space puts the part's byte 0
+};
+
 class GgufFile {
  public:
+  // The whole model behind `reader`: one file, or every part of a split set (checked and merged).
   static GgufFile parse(io::Reader& reader, const GgufLimits& limits = {});
+  // Exactly one GGUF file at [base, base + size) of the reader, taken as is: no set handling, and
+  // split.* keys are plain metadata. `label` names it in messages (default: "'<reader path>'").
+  static GgufFile parse_one(io::Reader& reader, uint64_t base, uint64_t size, const std::string& path,
+                            const std::string& label = "", const GgufLimits& limits = {});
 
   uint32_t version() const { return version_; }
-  uint64_t file_size() const { return file_size_; }
-  uint64_t data_offset() const { return data_offset_; }
+  uint64_t file_size() const { return file_size_; }      // bytes of all parts together
+  uint64_t data_offset() const { return data_offset_; }  // part 1's
+  const std::vector<GgufPart>& parts() const { return parts_; }
+  bool is_split() const { return parts_.size() > 1; }
   uint32_t alignment() const { return alignment_; }
   const std::string& path() const { return path_; }
 
@@ -130,6 +156,11 @@ class GgufFile {
   std::unordered_map<std::string, size_t> kv_index_;
   std::vector<GgufTensorInfo> tensors_;
   std::unordered_map<std::string, size_t> tensor_index_;
+  std::vector<GgufPart> parts_;
+
+  // core/gguf_split.cpp: checks a set's parts (parsed one by one) and merges them.
+  static GgufFile merge_split(std::vector<GgufFile> parts, const std::vector<io::FilePart>& files);
+  void check_not_a_lone_part() const;
 
   friend class GgufParser;
 };

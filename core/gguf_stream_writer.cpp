@@ -187,10 +187,26 @@ void GgufStreamWriter::put_string(std::string_view s) {
 void GgufStreamWriter::begin_kv(std::string_view key, uint32_t type) {
   if (has_key(key)) throw Error(ErrorCode::invalid_argument, "GGUF key '" + std::string(key) + "' added twice");
   keys_.emplace_back(key);
+  key_starts_.push_back(kv_bytes_.size());
   put_string(key);
   put<uint32_t>(type);
   ++n_kv_;
 }
+void GgufStreamWriter::add_keys_of(const GgufStreamWriter& other) {
+  for (size_t i = 0; i < other.keys_.size(); ++i) {
+    if (other.keys_[i] == "general.alignment" && has_key("general.alignment")) continue;
+    if (has_key(other.keys_[i]))
+      throw Error(ErrorCode::invalid_argument, "GGUF key '" + other.keys_[i] + "' added twice");
+    const size_t begin = other.key_starts_[i];
+    const size_t end = i + 1 < other.keys_.size() ? other.key_starts_[i + 1] : other.kv_bytes_.size();
+    keys_.push_back(other.keys_[i]);
+    key_starts_.push_back(kv_bytes_.size());
+    kv_bytes_.insert(kv_bytes_.end(), other.kv_bytes_.begin() + static_cast<ptrdiff_t>(begin),
+                     other.kv_bytes_.begin() + static_cast<ptrdiff_t>(end));
+    ++n_kv_;
+  }
+}
+
 bool GgufStreamWriter::has_key(std::string_view key) const {
   return std::find(keys_.begin(), keys_.end(), key) != keys_.end();
 }

@@ -82,6 +82,9 @@ class GgufStreamWriter {
   // elements whose little-endian bytes are `raw`), e.g. to copy an array from another file.
   void add_raw_array(std::string_view key, uint32_t elem_type, uint64_t count, std::span<const std::byte> raw);
   bool has_key(std::string_view key) const;
+  // Copies every key record of `other`, in its order (general.alignment only when absent here).
+  void add_keys_of(const GgufStreamWriter& other);
+  uint32_t alignment() const { return alignment_; }
 
   // ---- tensors ----
   // ne in ggml order (ne[0] contiguous), 1 to 4 dims. Throws Error(invalid_argument) when
@@ -111,6 +114,7 @@ class GgufStreamWriter {
   uint64_t n_kv_ = 0;
   std::vector<std::byte> kv_bytes_;
   std::vector<std::string> keys_;
+  std::vector<size_t> key_starts_;  // where each key's record starts in kv_bytes_
   std::vector<StreamTensor> tensors_;
   uint64_t data_size_ = 0;
 };

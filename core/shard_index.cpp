@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -10,6 +11,7 @@
 
 #include "common/error.h"
 #include "core/model_summary.h"
+#include "io/split_set.h"
 
 namespace sluice::core {
 
@@ -36,17 +38,33 @@ uint64_t parse_hex64(const std::string& s) {
 uint64_t xxh3_64(std::span<const std::byte> bytes) { return XXH3_64bits(bytes.data(), bytes.size()); }
 
 ModelFingerprint ShardIndex::fingerprint(const fs::path& model_path, const GgufFile& file, io::Reader& reader) {
-  struct stat st {};
-  if (::stat(model_path.c_str(), &st) != 0) {
-    throw Error(ErrorCode::io_error, "cannot stat '" + model_path.string() + "'");
+  // A split model is fingerprinted over all its parts: sizes add up, the newest mtime counts and
+  // every part's header is digested, so replacing or touching any part makes the index stale.
+  std::vector<std::pair<fs::path, GgufPart>> files;
+  if (file.is_split()) {
+    for (const GgufPart& p : file.parts()) files.emplace_back(p.path, p);
+  } else {
+    files.emplace_back(model_path, GgufPart{model_path.string(), 0, file.data_offset(), 0, 0});
   }
   ModelFingerprint fp;
-  fp.file_size = static_cast<uint64_t>(st.st_size);
-  fp.mtime_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000LL + st.st_mtim.tv_nsec;
-  uint64_t header_bytes = std::min(file.data_offset(), reader.file_size());
-  std::vector<std::byte> header(static_cast<size_t>(header_bytes));
-  reader.read_sync(0, header);
-  fp.header_digest = xxh3_64(header);
+  XXH3_state_t* state = XXH3_createState();
+  XXH3_64bits_reset(state);
+  std::vector<std::byte> header;
+  for (const auto& [path, part] : files) {
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0) {
+      XXH3_freeState(state);
+      throw Error(ErrorCode::io_error, "cannot stat '" + path.string() + "'");
+    }
+    fp.file_size += static_cast<uint64_t>(st.st_size);
+    fp.mtime_ns = std::max<int64_t>(fp.mtime_ns, static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000LL + st.st_mtim.tv_nsec);
+    const uint64_t end = file.is_split() ? part.base + std::min(part.data_offset, part.bytes) : reader.file_size();
+    header.resize(static_cast<size_t>(std::min(part.base + part.data_offset, end) - part.base));
+    reader.read_sync(part.base, header);
+    XXH3_64bits_update(state, header.data(), header.size());
+  }
+  fp.header_digest = XXH3_64bits_digest(state);
+  XXH3_freeState(state);
   return fp;
 }
 
@@ -91,7 +109,8 @@ ShardIndex ShardIndex::build(const GgufFile& file, io::Reader& reader, const Pro
 }
 
 fs::path ShardIndex::sidecar_path(const fs::path& model_path) {
-  return fs::path(model_path.string() + ".sluice-index");
+  // A split model has one sidecar, next to part 1, whichever part's path named it.
+  return fs::path(io::split_first_part(model_path.string()) + ".sluice-index");
 }
 
 fs::path ShardIndex::cache_path(const fs::path& model_path) {
@@ -99,10 +118,11 @@ fs::path ShardIndex::cache_path(const fs::path& model_path) {
   const char* home = std::getenv("HOME");
   fs::path base = xdg && *xdg ? fs::path(xdg) : fs::path(home && *home ? home : "/tmp") / ".cache";
   std::error_code ec;
-  fs::path absolute = fs::absolute(model_path, ec);
+  const fs::path first = io::split_first_part(model_path.string());
+  fs::path absolute = fs::absolute(first, ec);
   std::string key = absolute.string();
   uint64_t h = XXH3_64bits(key.data(), key.size());
-  return base / "sluice" / (model_path.filename().string() + "." + hex64(h) + ".sluice-index");
+  return base / "sluice" / (first.filename().string() + "." + hex64(h) + ".sluice-index");
 }
 
 fs::path ShardIndex::save(const fs::path& model_path) const {

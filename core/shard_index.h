@@ -6,6 +6,9 @@
 // under $XDG_CACHE_HOME/sluice (default ~/.cache/sluice). The sidecar records the model's size,
 // mtime and a digest of its header (bytes before the tensor data), so a manifest that no longer
 // matches the file is detected (lookup() says `stale`) and rebuilt rather than trusted.
+// A split model (io/split_set.h) has one sidecar for the whole set, named after part 1 whichever
+// part's path is given; its fingerprint covers every part (sum of sizes, newest mtime, a digest of
+// every part's header).
 //
 // Verification happens where bytes land (the cache): verify() compares a landed extent with its
 // recorded digest.

@@ -3,10 +3,12 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <map>
 #include <memory>
 
 #include "common/error.h"
+#include "core/gguf_split_writer.h"
 #include "core/synth_vocab.h"
 
 namespace sluice::core::synth {
@@ -32,6 +34,7 @@ struct Declarer {
   GgufStreamWriter& w;
   std::vector<TensorInit> inits;
   int n_attn_v = 0;  // attn_v tensors declared so far (llama-quantize's i_attention_wv)
+  int n_ffn_down = 0;  // ffn_down* tensors declared so far (its i_ffn_down)
 
   void add(const std::string& name, std::initializer_list<int64_t> ne, InitKind kind, double std, uint32_t block) {
     const Preset& p = plan.preset;
@@ -40,14 +43,17 @@ struct Declarer {
     qi.n_head = p.n_head;
     qi.n_head_kv = p.arch == Arch::kimi_k3 ? 0 : p.n_head_kv;  // llama.cpp's n_gqa() of block 0
     qi.n_expert = p.n_expert;
+    qi.n_ffn_down = p.n_layer_dense_lead + p.n_moe_layers() * (p.n_expert_shared > 0 ? 2 : 1);
     if (p.arch == Arch::kimi_k3)
       for (uint32_t i = 0; i < p.n_layer; ++i) qi.n_attention_wv += p.is_mla_block(i) ? 0 : 1;
     const bool is_v = name.find("attn_v.weight") != std::string::npos;
+    const bool is_down = name.find("ffn_down") != std::string::npos;
     GgmlType type = kind == InitKind::random
                         ? choose_tensor_type(*plan.file_type, qi, name, ne.begin(), static_cast<uint32_t>(ne.size()),
-                                             p.arch == Arch::kimi_k3 && is_v ? n_attn_v : -1)
+                                             p.arch == Arch::kimi_k3 && is_v ? n_attn_v : -1, is_down ? n_ffn_down : -1)
                         : GgmlType::F32;
     if (is_v) ++n_attn_v;
+    if (is_down) ++n_ffn_down;
     w.add_tensor(name, type, ne);
     TensorInit ti;
     ti.kind = kind;
@@ -366,8 +372,14 @@ SynthResult synthesize(const SynthOptions& o, const GgufStreamWriter::Progress& 
       }
     }
   };
-  w.write(o.out, fill, progress);
-  res.bytes = w.file_bytes();
+  if (o.split_max_bytes > 0) {
+    res.paths = write_split(w, split_prefix(o.out), o.split_max_bytes, fill, progress);
+    for (const std::string& path : res.paths) res.bytes += std::filesystem::file_size(path);
+  } else {
+    w.write(o.out, fill, progress);
+    res.paths = {o.out};
+    res.bytes = w.file_bytes();
+  }
   res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return res;
 }

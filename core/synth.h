@@ -40,6 +40,7 @@ struct SynthOptions {
   double skew = 1.0;
   uint64_t seed = 1;
   std::string out;
+  uint64_t split_max_bytes = 0;  // > 0: write gguf-split parts (core/gguf_split_writer.h) named after `out`
 };
 
 // Context rows of attn_output: std = kCtxRowStd * ctx_std / sqrt(fan_in), i.e. the attention
@@ -73,12 +74,13 @@ RouterDesign block_router_design(const SynthPlan& plan, double skew, uint32_t bl
 RouterWeights block_router(const SynthPlan& plan, const SynthOptions& o, uint32_t block);
 
 struct SynthResult {
-  uint64_t bytes = 0;
+  std::vector<std::string> paths;  // the file, or every part of a split model
+  uint64_t bytes = 0;              // all of them together
   double seconds = 0;
   SynthPlan plan;
 };
 
-// Plans, declares and writes o.out. progress gets (done, total) bytes.
+// Plans, declares and writes o.out (or its parts). progress gets (done, total) bytes.
 SynthResult synthesize(const SynthOptions& o, const GgufStreamWriter::Progress& progress = {});
 
 }  // namespace sluice::core::synth

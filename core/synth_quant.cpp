@@ -19,7 +19,24 @@ constexpr FileType kFileTypes[] = {
     {"Q3_K_S", 11, GgmlType::Q3_K},   {"Q3_K_M", 12, GgmlType::Q3_K},  {"Q3_K_L", 13, GgmlType::Q3_K},
     {"Q4_K_S", 14, GgmlType::Q4_K},   {"Q4_K_M", 15, GgmlType::Q4_K},  {"Q5_K_S", 16, GgmlType::Q5_K},
     {"Q5_K_M", 17, GgmlType::Q5_K},   {"Q6_K", 18, GgmlType::Q6_K},    {"MXFP4_MOE", 38, GgmlType::MXFP4},
+    {"IQ2_XXS", 19, GgmlType::IQ2_XXS}, {"IQ2_XS", 20, GgmlType::IQ2_XS}, {"IQ3_XXS", 23, GgmlType::IQ3_XXS},
+    {"IQ1_S", 24, GgmlType::IQ1_S},   {"IQ4_NL", 25, GgmlType::IQ4_NL}, {"IQ3_S", 26, GgmlType::IQ3_S},
+    {"IQ2_S", 28, GgmlType::IQ2_S},   {"IQ4_XS", 30, GgmlType::IQ4_XS}, {"IQ1_M", 31, GgmlType::IQ1_M},
+    {"TQ1_0", 36, GgmlType::TQ1_0},   {"TQ2_0", 37, GgmlType::TQ2_0},
 };
+
+bool low_bit_iquant(std::string_view f) {
+  return f == "IQ1_S" || f == "IQ1_M" || f == "IQ2_XXS" || f == "IQ2_XS" || f == "IQ2_S";
+}
+bool is_iquant_type(GgmlType t) {
+  switch (t) {
+    case GgmlType::IQ1_S: case GgmlType::IQ1_M: case GgmlType::IQ2_XXS: case GgmlType::IQ2_XS:
+    case GgmlType::IQ2_S: case GgmlType::IQ3_XXS: case GgmlType::IQ3_S: case GgmlType::IQ4_XS:
+      return true;
+    default:
+      return false;
+  }
+}
 
 bool contains(std::string_view s, std::string_view part) { return s.find(part) != std::string_view::npos; }
 bool ends_with(std::string_view s, std::string_view tail) {
@@ -108,7 +125,7 @@ std::string file_type_names() {
 }
 
 GgmlType choose_tensor_type(const FileType& ft, const QuantModelInfo& model, std::string_view name,
-                            const int64_t* ne, uint32_t n_dims, int i_attention_wv) {
+                            const int64_t* ne, uint32_t n_dims, int i_attention_wv, int i_ffn_down) {
   // What llama-quantize leaves alone.
   if (!ends_with(name, "weight") || n_dims < 2 || contains(name, "_norm.weight") ||
       contains(name, "ffn_gate_inp.weight") || contains(name, "ssm_conv1d"))
@@ -122,13 +139,38 @@ GgmlType choose_tensor_type(const FileType& ft, const QuantModelInfo& model, std
   const int il = layer_of(name);
   GgmlType t = ft.base;
 
+  const bool low_bit = low_bit_iquant(f);
   if (name == "output.weight") {
     if (f == "MXFP4_MOE" || ne[0] % ggml_traits(t).block_size != 0) t = GgmlType::Q8_0;
+    else if (low_bit || f == "IQ3_XXS") t = GgmlType::Q5_K;
     else if (t != GgmlType::Q8_0) t = GgmlType::Q6_K;
   } else if (f == "MXFP4_MOE") {
     t = n_dims >= 3 && ne[2] > 1 ? GgmlType::MXFP4 : GgmlType::Q8_0;
   } else if (name == "token_embd.weight") {
-    // the base type
+    if (f == "IQ1_S" || f == "IQ1_M" || f == "IQ2_XXS" || f == "IQ2_XS") t = GgmlType::Q2_K;
+    else if (f == "IQ2_S" || f == "IQ3_XXS") t = GgmlType::IQ3_S;
+    else if (f == "TQ1_0" || f == "TQ2_0") t = GgmlType::Q4_K;
+  } else if (low_bit) {
+    const GgmlType step = f == "IQ2_S" ? GgmlType::IQ3_S : GgmlType::Q2_K;
+    if (contains(name, "attn_v.weight")) {
+      t = n_gqa >= 4 || model.n_expert >= 4 ? GgmlType::Q4_K : step;
+    } else if (eight_experts && contains(name, "attn_k.weight")) {
+      t = GgmlType::Q4_K;
+    } else if (contains(name, "ffn_down")) {
+      const int id = i_ffn_down >= 0 ? i_ffn_down : il;
+      const int nd = model.n_ffn_down ? static_cast<int>(model.n_ffn_down) : n_layer;
+      if (id < nd / 8) t = step;
+    } else if (contains(name, "attn_output.weight")) {
+      if (eight_experts) t = GgmlType::Q5_K;
+      else if (f == "IQ1_S" || f == "IQ1_M") t = GgmlType::IQ2_XXS;
+      else if (f == "IQ2_S") t = GgmlType::IQ3_S;
+    }
+  } else if (contains(name, "attn_v.weight") && (f == "IQ3_XXS" || f == "IQ3_S" || f == "IQ4_XS" || f == "IQ4_NL")) {
+    if (n_gqa >= 4) t = f == "IQ3_XXS" || f == "IQ3_S" ? GgmlType::Q4_K : GgmlType::Q5_K;
+    if (eight_experts) t = GgmlType::Q8_0;
+  } else if (contains(name, "attn_output.weight") && (f == "IQ3_XXS" || f == "IQ3_S" || f == "IQ4_XS" || f == "IQ4_NL")) {
+    if (eight_experts) t = GgmlType::Q5_K;
+    else if (f == "IQ3_XXS") t = GgmlType::IQ3_S;
   } else if (contains(name, "attn_v.weight")) {
     // i_attention_wv counts attn_v tensors in file order.
     const int iv = i_attention_wv >= 0 ? i_attention_wv : il;
@@ -158,7 +200,10 @@ GgmlType choose_tensor_type(const FileType& ft, const QuantModelInfo& model, std
   }
 
   if (ne[0] % ggml_traits(t).block_size != 0) {
+    if (is_iquant_type(t)) t = GgmlType::IQ4_NL;
     switch (t) {
+      case GgmlType::TQ1_0:
+      case GgmlType::TQ2_0:
       case GgmlType::Q2_K:
       case GgmlType::Q3_K: t = GgmlType::Q4_0; break;
       case GgmlType::Q4_K: t = GgmlType::Q5_0; break;
@@ -179,7 +224,7 @@ bool can_generate(GgmlType type) {
     case GgmlType::Q6_K: case GgmlType::MXFP4:
       return true;
     default:
-      return false;
+      return is_random_block_type(type);
   }
 }
 
@@ -187,6 +232,7 @@ void fill_random(GgmlType type, Rng& rng, float std, std::span<std::byte> dst) {
   const GgmlTypeTraits& tr = ggml_traits(type);
   if (!can_generate(type))
     throw Error(ErrorCode::unsupported, "synth cannot generate " + std::string(tr.name) + " blocks");
+  if (is_random_block_type(type)) return fill_random_blocks_scaled(type, rng, std, dst);
   if (dst.size() % tr.type_size != 0)
     throw Error(ErrorCode::internal, "fill_random: " + std::to_string(dst.size()) + " bytes is not a whole number of " +
                 std::string(tr.name) + " blocks");

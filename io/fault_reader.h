@@ -83,6 +83,7 @@ class FaultInjectingReader final : public Reader {
   std::string_view backend() const override { return backend_; }
   const std::string& path() const override { return inner_->path(); }
   uint64_t file_size() const override { return inner_->file_size(); }
+  std::vector<FilePart> parts() const override { return inner_->parts(); }
 
   void submit(std::span<const ReadRequest> requests) override;
   size_t reap(std::span<Completion> out, size_t min_complete) override;

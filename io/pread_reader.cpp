@@ -13,18 +13,28 @@ namespace sluice::io {
 
 PreadReader::PreadReader(const std::string& path, PreadOptions options)
     : path_(path), options_(options) {
-  fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd_ < 0) {
-    throw Error(ErrorCode::io_error, "cannot open '" + path + "': " + std::strerror(errno));
+  const std::vector<std::string> paths = options_.whole_split_set ? split_set_paths(path) : std::vector{path};
+  std::vector<uint64_t> sizes;
+  for (const std::string& p : paths) {
+    int fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+      int saved = errno;
+      close_all();
+      throw Error(ErrorCode::io_error, "cannot open '" + p + "': " + std::strerror(saved));
+    }
+    struct stat st {};
+    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+      int saved = errno;
+      ::close(fd);
+      close_all();
+      throw Error(ErrorCode::io_error, "'" + p + "' is not a regular file" +
+                                           (saved ? std::string(": ") + std::strerror(saved) : ""));
+    }
+    fds_.push_back(fd);
+    sizes.push_back(static_cast<uint64_t>(st.st_size));
   }
-  struct stat st {};
-  if (::fstat(fd_, &st) != 0 || !S_ISREG(st.st_mode)) {
-    int saved = errno;
-    ::close(fd_);
-    throw Error(ErrorCode::io_error, "'" + path + "' is not a regular file" +
-                                         (saved ? std::string(": ") + std::strerror(saved) : ""));
-  }
-  file_size_ = static_cast<uint64_t>(st.st_size);
+  map_ = PartMap(paths, sizes);
+  file_size_ = map_.end();
   for (unsigned i = 0; i < options_.workers; ++i) workers_.emplace_back([this] { worker_loop(); });
 }
 
@@ -35,24 +45,41 @@ PreadReader::~PreadReader() {
   }
   work_ready_.notify_all();
   for (auto& t : workers_) t.join();
-  if (fd_ >= 0) ::close(fd_);
+  close_all();
+}
+
+void PreadReader::close_all() {
+  for (int fd : fds_) ::close(fd);
+  fds_.clear();
 }
 
 int64_t PreadReader::read_fully(const ReadRequest& request) const {
+  if (request.length == 0) return 0;
+  if (request.offset > file_size_ || request.length > file_size_ - request.offset) return -ENODATA;
   uint64_t done = 0;
   while (done < request.length) {
-    ssize_t n = ::pread(fd_, request.dst + done, request.length - done,
-                        static_cast<off_t>(request.offset + done));
-    if (n < 0) {
-      if (errno == EINTR || errno == EAGAIN) continue;
-      return -errno;
+    // One part at a time; a request that crosses a part's end continues in the next part.
+    const PartMap::Run run = map_.run_at(request.offset + done, request.length - done);
+    if (run.part < 0) {  // padding between parts
+      std::memset(request.dst + done, 0, run.length);
+      done += run.length;
+      continue;
     }
-    if (n == 0) return -ENODATA;
-    done += static_cast<uint64_t>(n);
-  }
-  if (options_.drop_cache_after_read && request.length > 0) {
-    ::posix_fadvise(fd_, static_cast<off_t>(request.offset), static_cast<off_t>(request.length),
-                    POSIX_FADV_DONTNEED);
+    const int fd = fds_[static_cast<size_t>(run.part)];
+    uint64_t got = 0;
+    while (got < run.length) {
+      ssize_t n = ::pread(fd, request.dst + done + got, run.length - got, static_cast<off_t>(run.local + got));
+      if (n < 0) {
+        if (errno == EINTR || errno == EAGAIN) continue;
+        return -errno;
+      }
+      if (n == 0) return -ENODATA;
+      got += static_cast<uint64_t>(n);
+    }
+    if (options_.drop_cache_after_read) {
+      ::posix_fadvise(fd, static_cast<off_t>(run.local), static_cast<off_t>(run.length), POSIX_FADV_DONTNEED);
+    }
+    done += run.length;
   }
   return static_cast<int64_t>(request.length);
 }
@@ -116,7 +143,7 @@ void PreadReader::read_sync(uint64_t offset, std::span<std::byte> dst) {
   ReadRequest r{offset, dst.size(), dst.data(), 0};
   int64_t result = read_fully(r);
   if (result < 0) {
-    throw Error(ErrorCode::io_error, describe_read_failure(path_, offset, dst.size(), result));
+    throw Error(ErrorCode::io_error, map_.describe_read_failure(path_, offset, dst.size(), result));
   }
 }
 

@@ -7,6 +7,10 @@
 // Buffered reads go through the page cache; `drop_cache_after_read` asks the kernel to forget
 // the pages after each read (posix_fadvise DONTNEED) so that a streaming run does not fill the
 // page cache behind the budget's back.
+//
+// A path naming one part of a split model opens every part (io/split_set.h): one descriptor per
+// part, reads mapped from the set's address space to (part, offset), a read that crosses a part's
+// end split into one pread per part. `whole_split_set = false` opens only the named file.
 #pragma once
 
 #include <condition_variable>
@@ -17,12 +21,14 @@
 #include <vector>
 
 #include "io/reader.h"
+#include "io/split_set.h"
 
 namespace sluice::io {
 
 struct PreadOptions {
   unsigned workers = 0;  // 0: synchronous
   bool drop_cache_after_read = false;
+  bool whole_split_set = true;
 };
 
 class PreadReader final : public Reader {
@@ -36,6 +42,7 @@ class PreadReader final : public Reader {
   std::string_view backend() const override { return "pread"; }
   const std::string& path() const override { return path_; }
   uint64_t file_size() const override { return file_size_; }
+  std::vector<FilePart> parts() const override { return map_.parts(); }
 
   void submit(std::span<const ReadRequest> requests) override;
   size_t reap(std::span<Completion> out, size_t min_complete) override;
@@ -46,9 +53,11 @@ class PreadReader final : public Reader {
   // Reads the whole extent, retrying EINTR/EAGAIN and continuing after short reads.
   int64_t read_fully(const ReadRequest& request) const;
   void worker_loop();
+  void close_all();
 
   std::string path_;
-  int fd_ = -1;
+  std::vector<int> fds_;  // one per part
+  PartMap map_;
   uint64_t file_size_ = 0;
   PreadOptions options_;
 

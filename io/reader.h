@@ -26,6 +26,13 @@
 // so one IO thread that both submits and reaps is the fast pattern. Completions come back in
 // any order.
 //
+// Split models (llama.cpp's gguf-split layout, io/split_set.h): a reader opened on one part of
+// `<name>-NNNNN-of-MMMMM.gguf` opens every part and presents them as ONE address space, each
+// part's bytes at a base offset (parts() says where); a read addresses that space and the reader
+// maps it to (part, offset in the part), splitting a read that crosses from one part into the
+// next. Bytes between parts (padding up to the next base) read as zeros. file_size() is the end
+// of the address space. Everything above io/ sees one file.
+//
 // register_buffer() offers a long-lived region (the cache's arena) for the reader to register
 // with the kernel (io_uring fixed buffers). It returns false when this reader cannot or the
 // kernel refuses (RLIMIT_MEMLOCK, file-backed memory, no io_uring): reads into the region stay
@@ -39,6 +46,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace sluice::io {
 
@@ -47,6 +55,13 @@ struct ReadRequest {
   uint64_t length = 0;
   std::byte* dst = nullptr;
   uint64_t tag = 0;
+};
+
+// One file of a reader's address space: its bytes are at [base, base + bytes).
+struct FilePart {
+  std::string path;
+  uint64_t base = 0;
+  uint64_t bytes = 0;
 };
 
 struct Completion {
@@ -71,6 +86,9 @@ class Reader {
 
   // Blocking read of exactly dst.size() bytes at offset; throws Error(io_error).
   virtual void read_sync(uint64_t offset, std::span<std::byte> dst) = 0;
+
+  // The files behind the address space, in order (one for a plain file).
+  virtual std::vector<FilePart> parts() const { return {FilePart{path(), 0, file_size()}}; }
 
   // 1 when any destination is as good as any other; see "Zero-copy placement" above.
   virtual uint32_t alignment() const { return 1; }

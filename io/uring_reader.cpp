@@ -29,12 +29,26 @@ UringReader::UringReader(const std::string& path, UringOptions options)
     throw Error(ErrorCode::invalid_argument, "io queue depth must be in [1, 4096], got " +
                                                  std::to_string(options_.queue_depth));
   }
-  OpenedFile f = open_for_read(path, options_.direct, options_.simulate_direct_refused);
-  fd_ = f.fd;
-  file_size_ = f.size;
-  direct_ = f.direct;
-  alignment_ = f.alignment;
-  notice_ = f.notice;
+  const std::vector<std::string> paths = options_.whole_split_set ? split_set_paths(path) : std::vector{path};
+  std::vector<uint64_t> sizes;
+  try {
+    for (const std::string& p : paths) {
+      OpenedFile f = open_for_read(p, options_.direct, options_.simulate_direct_refused);
+      files_.push_back(Part{f.fd, f.direct, f.alignment});
+      sizes.push_back(f.size);
+      if (notice_.empty()) notice_ = f.notice;
+    }
+  } catch (...) {
+    close_files();
+    throw;
+  }
+  map_ = PartMap(paths, sizes);
+  file_size_ = map_.end();
+  direct_ = true;
+  for (const Part& f : files_) {
+    direct_ = direct_ && f.direct;
+    alignment_ = std::max(alignment_, f.alignment);
+  }
 
   int r = -ENOSYS;
   if (!options_.simulate_setup_failure) {
@@ -44,8 +58,7 @@ UringReader::UringReader(const std::string& path, UringOptions options)
     r = io_uring_queue_init_params(options_.queue_depth, &ring_, &params);
   }
   if (r < 0) {
-    ::close(fd_);
-    fd_ = -1;
+    close_files();
     throw Error(ErrorCode::unsupported,
                 "io_uring setup failed for '" + path + "': " +
                     (options_.simulate_setup_failure ? std::string("simulated failure")
@@ -53,11 +66,16 @@ UringReader::UringReader(const std::string& path, UringOptions options)
   }
   ring_ok_ = true;
 
+  // Fixed files: SQEs name a part by index, saving the kernel a descriptor lookup per read.
+  std::vector<int> fds;
+  for (const Part& f : files_) fds.push_back(f.fd);
+  files_registered_ = io_uring_register_files(&ring_, fds.data(), static_cast<unsigned>(fds.size())) == 0;
+
   ops_.resize(options_.queue_depth);
   for (uint32_t i = options_.queue_depth; i-- > 0;) free_ops_.push_back(i);
 
   // Staging only matters under O_DIRECT; buffered reads land anywhere.
-  if (direct_) {
+  if (alignment_ > 1) {
     uint64_t unit = std::max<uint64_t>(alignment_, 4096);
     slot_bytes_ = round_up(std::max<uint64_t>(options_.slot_bytes, unit), unit);
     uint64_t slots = std::max<uint64_t>(2, options_.staging_bytes / slot_bytes_);
@@ -66,7 +84,7 @@ UringReader::UringReader(const std::string& path, UringOptions options)
       staging_ = AlignedBuffer(slots * slot_bytes_);
     } catch (...) {
       io_uring_queue_exit(&ring_);
-      ::close(fd_);
+      close_files();
       throw;
     }
     for (int i = static_cast<int>(slots); i-- > 0;) free_slots_.push_back(i);
@@ -84,7 +102,12 @@ UringReader::~UringReader() {
     }
   }
   if (ring_ok_) io_uring_queue_exit(&ring_);
-  if (fd_ >= 0) ::close(fd_);
+  close_files();
+}
+
+void UringReader::close_files() {
+  for (const Part& f : files_) ::close(f.fd);
+  files_.clear();
 }
 
 void UringReader::submit(std::span<const ReadRequest> requests) {
@@ -133,7 +156,7 @@ void UringReader::read_sync(uint64_t offset, std::span<std::byte> dst) {
   int64_t error = requests_[index].error;
   free_requests_.push_back(index);
   if (error < 0) {
-    throw Error(ErrorCode::io_error, describe_read_failure(path_, offset, dst.size(), error));
+    throw Error(ErrorCode::io_error, map_.describe_read_failure(path_, offset, dst.size(), error));
   }
 }
 
@@ -178,62 +201,67 @@ void UringReader::finish_request_locked(uint32_t index) {
     ++stats_.failed_requests;
   } else {
     stats_.bytes_delivered += st.request.length;
-    if (!direct_ && st.request.length > 0) {
-      ::posix_fadvise(fd_, static_cast<off_t>(st.request.offset),
-                      static_cast<off_t>(st.request.length), POSIX_FADV_DONTNEED);
-    }
   }
   if (st.sync) return;  // read_sync frees its own slot after reading the result
   done_.push_back(Completion{st.request, result});
   free_requests_.push_back(index);
 }
 
-bool UringReader::next_op_locked(uint32_t index, Op& op) {
+UringReader::Step UringReader::next_op_locked(uint32_t index, Op& op) {
   RequestState& st = requests_[index];
   const uint64_t end = st.request.offset + st.request.length;
   const uint64_t cur = st.cursor;
   std::byte* dst_cur = st.request.dst + (cur - st.request.offset);
+  // Ops never cross a part's end; the padding after a part reads as zeros without an op.
+  const PartMap::Run run = map_.run_at(cur, end - cur);
+  if (run.part < 0) {
+    std::memset(dst_cur, 0, run.length);
+    st.cursor = cur + run.length;
+    return Step::no_op;
+  }
+  const Part& part = files_[static_cast<size_t>(run.part)];
+  const uint64_t lcur = run.local, lend = run.local + run.length;  // offsets in the part
   op = Op{};
   op.request = index;
+  op.part = static_cast<uint32_t>(run.part);
 
-  if (!direct_) {
-    uint64_t len = std::min(end - cur, kMaxOpBytes);
-    op.file_offset = cur;
+  if (!part.direct) {
+    uint64_t len = std::min(lend - lcur, kMaxOpBytes);
+    op.file_offset = lcur;
     op.length = op.needed = len;
     op.target = dst_cur;
     st.cursor = cur + len;
-    return true;
+    return Step::op;
   }
 
-  const uint64_t a = alignment_;
-  const uint64_t interior_end = round_down(end, a);
-  const bool dst_aligned =
-      ((reinterpret_cast<uintptr_t>(st.request.dst) - st.request.offset) & (a - 1)) == 0;
-  if (dst_aligned && (cur & (a - 1)) == 0 && interior_end > cur) {
-    uint64_t len = std::min(interior_end - cur, kMaxOpBytes);
-    op.file_offset = cur;
+  const uint64_t a = part.alignment;
+  const uint64_t interior_end = round_down(lend, a);
+  const bool dst_aligned = ((reinterpret_cast<uintptr_t>(dst_cur) - lcur) & (a - 1)) == 0;
+  if (dst_aligned && (lcur & (a - 1)) == 0 && interior_end > lcur) {
+    uint64_t len = std::min(interior_end - lcur, kMaxOpBytes);
+    op.file_offset = lcur;
     op.length = op.needed = len;
     op.target = dst_cur;
     st.cursor = cur + len;
-    return true;
+    return Step::op;
   }
 
-  if (free_slots_.empty()) return false;
-  const uint64_t start = round_down(cur, a);
+  if (free_slots_.empty()) return Step::wait_for_slot;
+  const uint64_t start = round_down(lcur, a);
   // Aligned destinations only stage a partial head or tail block; others stage everything.
-  uint64_t len = dst_aligned ? a : std::min(slot_bytes_, round_up(end, a) - start);
-  uint64_t copy_end = std::min(end, start + len);
+  uint64_t len = dst_aligned ? a : std::min(slot_bytes_, round_up(lend, a) - start);
+  uint64_t copy_end = std::min(lend, start + len);
   op.slot = free_slots_.back();
   free_slots_.pop_back();
   op.file_offset = start;
   op.length = len;
   op.needed = copy_end - start;
   op.target = staging_.data() + static_cast<uint64_t>(op.slot) * slot_bytes_;
-  op.copy_skip = cur - start;
-  op.copy_len = copy_end - cur;
+  op.copy_skip = lcur - start;
+  op.copy_len = copy_end - lcur;
   op.copy_dst = dst_cur;
-  st.cursor = copy_end;
-  return true;
+  st.cursor = cur + (copy_end - lcur);
+  return Step::op;
 }
 
 void UringReader::pump_locked() {
@@ -245,11 +273,18 @@ void UringReader::pump_locked() {
     uint32_t ri = active_.front();
     RequestState& st = requests_[ri];
     uint32_t oi = free_ops_.back();
-    if (!next_op_locked(ri, ops_[oi])) break;  // waiting for a staging slot
-    free_ops_.pop_back();
-    ++st.ops_outstanding;
-    if (st.cursor >= st.request.offset + st.request.length) active_.pop_front();
-    prep_sqe_locked(oi);
+    const Step step = next_op_locked(ri, ops_[oi]);
+    if (step == Step::wait_for_slot) break;
+    if (step == Step::op) {
+      free_ops_.pop_back();
+      ++st.ops_outstanding;
+    }
+    if (st.cursor >= st.request.offset + st.request.length) {
+      active_.pop_front();
+      // A request whose last bytes were padding may have nothing left in flight.
+      if (st.ops_outstanding == 0 && !st.done) finish_request_locked(ri);
+    }
+    if (step == Step::op) prep_sqe_locked(oi);
   }
   submit_sqes_locked();
 }
@@ -275,13 +310,15 @@ void UringReader::prep_sqe_locked(uint32_t oi) {
   uint64_t offset = op.file_offset + op.done;
   std::byte* target = op.target + op.done;
   auto length = static_cast<unsigned>(op.length - op.done);
+  const int fd = files_registered_ ? static_cast<int>(op.part) : files_[op.part].fd;
   int fixed = fixed_index_for(target, length);
   if (fixed >= 0) {
-    io_uring_prep_read_fixed(sqe, fd_, target, length, offset, fixed);
+    io_uring_prep_read_fixed(sqe, fd, target, length, offset, fixed);
     ++stats_.fixed_ops;
   } else {
-    io_uring_prep_read(sqe, fd_, target, length, offset);
+    io_uring_prep_read(sqe, fd, target, length, offset);
   }
+  if (files_registered_) sqe->flags |= IOSQE_FIXED_FILE;  // after prep, which clears the flags
   io_uring_sqe_set_data64(sqe, oi);
   ++sqes_pending_;
   ++stats_.ops;
@@ -338,6 +375,7 @@ size_t UringReader::process_cqes_locked(bool wait) {
 
 void UringReader::complete_op_locked(uint32_t oi, int32_t res) {
   Op& op = ops_[oi];
+  const Part& part = files_[op.part];
   const UringFaultHooks& hooks = options_.hooks;
   if (hooks.eagain_rate > 0 || hooks.short_read_rate > 0) {
     std::uniform_real_distribution<double> u(0.0, 1.0);
@@ -346,7 +384,7 @@ void UringReader::complete_op_locked(uint32_t oi, int32_t res) {
       res = -EAGAIN;
     } else if (res > 1 && u(hook_rng_) < hooks.short_read_rate) {
       uint64_t cut = std::uniform_int_distribution<uint64_t>(1, static_cast<uint64_t>(res) - 1)(hook_rng_);
-      if (direct_) cut = round_down(cut, alignment_);
+      if (part.direct) cut = round_down(cut, part.alignment);
       if (cut > 0) res = static_cast<int32_t>(cut);
     }
   }
@@ -370,7 +408,7 @@ void UringReader::complete_op_locked(uint32_t oi, int32_t res) {
         failure = -ENODATA;
       } else {
         // Under O_DIRECT the rest must start on a block boundary: re-read the partial block.
-        uint64_t next = direct_ ? round_down(landed, alignment_) : landed;
+        uint64_t next = part.direct ? round_down(landed, part.alignment) : landed;
         if (next > op.done) {
           op.done = next;
           op.stalls = 0;
@@ -387,6 +425,10 @@ void UringReader::complete_op_locked(uint32_t oi, int32_t res) {
   }
 
   if (failure == 0 && op.slot >= 0) std::memcpy(op.copy_dst, op.target + op.copy_skip, op.copy_len);
+  if (failure == 0 && !part.direct) {
+    // Buffered part: drop the pages just read so the page cache does not grow behind the budget.
+    ::posix_fadvise(part.fd, static_cast<off_t>(op.file_offset), static_cast<off_t>(op.length), POSIX_FADV_DONTNEED);
+  }
   if (op.slot >= 0) free_slots_.push_back(op.slot);
   free_ops_.push_back(oi);
   --st.ops_outstanding;

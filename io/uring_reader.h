@@ -39,6 +39,16 @@
 // IORING_OP_READ_FIXED. When the kernel refuses (RLIMIT_MEMLOCK, file-backed memory) the reader
 // falls back to plain reads silently; the refusal is counted in stats().registration_failures.
 //
+// Split models
+// ------------
+// A path naming one part of a split model opens every part (io/split_set.h), each with O_DIRECT
+// when its file system allows it (alignment probed per part), and registers all their
+// descriptors with io_uring_register_files so SQEs name a part by its fixed-file index
+// (IOSQE_FIXED_FILE; plain descriptors when the kernel refuses). A request addresses the set's
+// address space: ops are cut at part ends, each op reads one part at a local offset with that
+// part's alignment, and the padding between parts is zero-filled without an op.
+// `whole_split_set = false` opens only the named file.
+//
 // Thread safety
 // -------------
 // Every public method takes one internal mutex, so any thread may call any method, but the
@@ -59,6 +69,7 @@
 
 #include "io/aligned_buffer.h"
 #include "io/reader.h"
+#include "io/split_set.h"
 
 namespace sluice::io {
 
@@ -78,6 +89,7 @@ struct UringOptions {
   bool register_staging = true;        // try to register the staging area as a fixed buffer
   bool simulate_setup_failure = false; // constructor throws as if io_uring_queue_init failed
   bool simulate_direct_refused = false;
+  bool whole_split_set = true;         // a split model's part opens the whole set
   UringFaultHooks hooks;
 };
 
@@ -112,6 +124,7 @@ class UringReader final : public Reader {
   std::string_view backend() const override { return "uring"; }
   const std::string& path() const override { return path_; }
   uint64_t file_size() const override { return file_size_; }
+  std::vector<FilePart> parts() const override { return map_.parts(); }
 
   void submit(std::span<const ReadRequest> requests) override;
   size_t reap(std::span<Completion> out, size_t min_complete) override;
@@ -121,7 +134,8 @@ class UringReader final : public Reader {
   uint32_t alignment() const override { return alignment_; }
   bool register_buffer(std::span<std::byte> region) override;
 
-  bool direct() const { return direct_; }
+  bool direct() const { return direct_; }  // every part is read with O_DIRECT
+  bool files_registered() const { return files_registered_; }
   // One line when O_DIRECT was wanted but refused; empty otherwise.
   const std::string& notice() const { return notice_; }
   bool staging_registered() const;
@@ -129,9 +143,15 @@ class UringReader final : public Reader {
   UringStats stats() const;
 
  private:
+  struct Part {
+    int fd = -1;
+    bool direct = false;
+    uint32_t alignment = 1;
+  };
   struct Op {
     uint32_t request = 0;
-    uint64_t file_offset = 0;  // where the kernel reads (aligned under O_DIRECT)
+    uint32_t part = 0;
+    uint64_t file_offset = 0;  // where the kernel reads in the part (aligned under O_DIRECT)
     uint64_t length = 0;       // bytes asked of the kernel
     uint64_t done = 0;         // bytes landed (after short reads)
     uint64_t needed = 0;       // bytes from file_offset that must land for success
@@ -154,7 +174,8 @@ class UringReader final : public Reader {
 
   void enqueue_locked(const ReadRequest& r, bool sync);
   void finish_request_locked(uint32_t index);
-  bool next_op_locked(uint32_t index, Op& op);  // false when a staging slot is needed but busy
+  enum class Step { op, wait_for_slot, no_op };  // no_op: padding zero-filled, cursor moved
+  Step next_op_locked(uint32_t index, Op& op);
   void pump_locked();
   size_t process_cqes_locked(bool wait);
   void complete_op_locked(uint32_t op_index, int32_t res);
@@ -163,11 +184,15 @@ class UringReader final : public Reader {
   int fixed_index_for(const std::byte* p, uint64_t length) const;
   bool register_all_locked();
 
+  void close_files();
+
   std::string path_;
-  int fd_ = -1;
+  std::vector<Part> files_;  // one per part of the address space
+  PartMap map_;
+  bool files_registered_ = false;
   uint64_t file_size_ = 0;
   bool direct_ = false;
-  uint32_t alignment_ = 1;
+  uint32_t alignment_ = 1;  // the largest part alignment
   std::string notice_;
   UringOptions options_;
   io_uring ring_{};

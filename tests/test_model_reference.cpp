@@ -57,6 +57,12 @@ TEST_CASE("deepseek2 f16 matches llama.cpp") { check_case({"deepseek2", "f16", "
 TEST_CASE("deepseek2 q8_0 matches llama.cpp") { check_case({"deepseek2", "q8_0", "q8_0", false, 0.6}); }
 TEST_CASE("deepseek2 q4_k_m matches llama.cpp") { check_case({"deepseek2", "q4_k_m", "q4_k_m", false, 0.6}); }
 TEST_CASE("deepseek2 q2_k matches llama.cpp") { check_case({"deepseek2", "q2_k", "q2_k", false, 0.6}); }
+// The i-quant and ternary files (README "i-quant and ternary variants"); same 0.6 bound.
+TEST_CASE("deepseek2 iq1_s matches llama.cpp") { check_case({"deepseek2", "iq1_s", "iq1_s", false, 0.6}); }
+TEST_CASE("deepseek2 iq2_xxs matches llama.cpp") { check_case({"deepseek2", "iq2_xxs", "iq2_xxs", false, 0.6}); }
+TEST_CASE("deepseek2 iq3_xxs matches llama.cpp") { check_case({"deepseek2", "iq3_xxs", "iq3_xxs", false, 0.6}); }
+TEST_CASE("deepseek2 tq1_0 matches llama.cpp") { check_case({"deepseek2", "tq1_0", "tq1_0", false, 0.6}); }
+TEST_CASE("deepseek2 iq4_xs matches llama.cpp") { check_case({"deepseek2", "iq4_xs", "iq4_xs", false, 0.6}); }
 
 TEST_CASE("qwen3moe in f32 math matches llama.cpp's f32 run") {
   check_case({"qwen3moe", "f16", "f32", true, 1e-3});

@@ -7,12 +7,17 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "common/error.h"
 #include "core/gguf.h"
+#include "core/gguf_split_writer.h"
 #include "core/gguf_stream_writer.h"
+#include "core/gguf_writer.h"
 #include "core/synth.h"
 #include "core/synth_vocab.h"
 #include "io/pread_reader.h"
+#include "io/split_set.h"
 #include "kernels/quant.h"
 #include "tests/test_support.h"
 
@@ -380,4 +385,120 @@ TEST_CASE("sluice synth rejects bad flags with clear errors") {
   CHECK(ok.out.find("wrote") != std::string::npos);
   CHECK(ok.out.find("blk.0   entropy") != std::string::npos);
   CHECK(fs::exists(out));
+}
+
+TEST_CASE("synth --quant takes the i-quant and ternary ftypes with llama-quantize's per-tensor types") {
+  // The reference files were quantized with one forced --tensor-type each; a forced tensor gets
+  // the ftype's own rule here. Random valid blocks are scaled to the init's std.
+  for (const char* variant : {"iq1_s", "iq2_xxs", "iq3_xxs", "tq1_0", "iq4_xs"}) {
+    CAPTURE(variant);
+    const fs::path dir = sluice::test::reference_dir() / "tiny/deepseek2";
+    const auto manifest = nlohmann::json::parse(sluice::test::read_text(dir / ("deepseek2-" + std::string(variant) + ".json")));
+    const std::string ftype = manifest["quantize"]["ftype"].get<std::string>();
+    std::vector<std::string> forced;
+    for (const auto& o : manifest["quantize"]["tensor_type_overrides"]) {
+      const std::string s = o.get<std::string>();
+      forced.push_back(s.substr(0, s.find('=')));
+    }
+    synth::SynthOptions o;
+    o.preset = "tiny-deepseek2";
+    o.layers = 3;
+    o.quant = ftype;
+    const fs::path mine_path = synth_file(o, std::string("ds2-") + variant + ".gguf");
+    const GgufFile ref = parse(dir / ("deepseek2-" + std::string(variant) + ".gguf")), mine = parse(mine_path);
+    CHECK(mine.get_uint("general.file_type") == ref.get_uint("general.file_type"));
+    const GgmlType base = synth::parse_file_type(ftype).base;
+    for (const auto& t : ref.tensors()) {
+      CAPTURE(t.name);
+      const auto* m = mine.find_tensor(t.name);
+      REQUIRE(m != nullptr);
+      bool is_forced = false;
+      for (const auto& f : forced) is_forced = is_forced || t.name.find(f) != std::string::npos;
+      if (is_forced) CHECK(m->type == base);
+      else CHECK(m->type == t.type);
+    }
+    const double embd_rms = check_finite(mine, mine_path, "token_embd.weight");
+    CHECK(embd_rms == doctest::Approx(1.0).epsilon(0.35));
+    // A random-block expert tensor: std 1/sqrt(fan_in) = 1/16.
+    const double gate_rms = check_finite(mine, mine_path, "blk.1.ffn_gate_exps.weight");
+    CHECK(gate_rms == doctest::Approx(1.0 / 16).epsilon(0.35));
+  }
+}
+
+TEST_CASE("the split plan follows gguf-split --split-max-size: the reference 4-part set's tensor lists") {
+  const fs::path dir = sluice::test::reference_dir() / "tiny/deepseek2";
+  const GgufFile whole = parse(dir / "deepseek2-q4_k_m.gguf");
+  std::vector<sluice::core::StreamTensor> tensors;
+  for (const auto& t : whole.tensors()) {
+    sluice::core::StreamTensor s;
+    s.name = t.name;
+    s.n_bytes = t.n_bytes;
+    tensors.push_back(s);
+  }
+  const auto plan = sluice::core::plan_split(tensors, sluice::core::parse_split_size("2M"));
+  const auto j = nlohmann::json::parse(sluice::test::read_text(dir / "split/split.json"))["splits"][1];
+  REQUIRE(j["dir"] == "by-size");
+  REQUIRE(plan.size() == j["parts"].size());
+  for (size_t p = 0; p < plan.size(); ++p) {
+    std::vector<std::string> names;
+    for (size_t i : plan[p]) names.push_back(tensors[i].name);
+    CHECK(names == j["parts"][p]["tensors"].get<std::vector<std::string>>());
+  }
+  CHECK(sluice::core::parse_split_size("2G") == 2000000000ull);
+  CHECK_THROWS_AS(sluice::core::parse_split_size("2X"), Error);
+  CHECK_THROWS_AS(sluice::core::parse_split_size("0M"), Error);
+}
+
+TEST_CASE("synth --split-max-size writes gguf-split parts that read back as the unsplit model") {
+  synth::SynthOptions o;
+  o.preset = "tiny-deepseek2";
+  o.layers = 3;
+  o.quant = "IQ1_S";
+  const fs::path whole_path = synth_file(o, "whole.gguf");
+  o.out = (sluice::test::temp_dir("synth-split") / "model.gguf").string();
+  o.split_max_bytes = sluice::core::parse_split_size("1M");
+  const synth::SynthResult r = synth::synthesize(o);
+  REQUIRE(r.paths.size() >= 2);
+  CHECK(r.paths[0] == sluice::io::split_part_path((fs::path(o.out).parent_path() / "model").string(), 1,
+                                                  static_cast<uint32_t>(r.paths.size())));
+  uint64_t bytes = 0;
+  for (const auto& p : r.paths) bytes += fs::file_size(p);
+  CHECK(r.bytes == bytes);
+
+  const GgufFile whole = parse(whole_path);
+  sluice::io::PreadReader set_reader(r.paths.back());
+  const GgufFile split = GgufFile::parse(set_reader);
+  REQUIRE(split.parts().size() == r.paths.size());
+  sluice::io::PreadReader whole_reader(whole_path.string());
+  REQUIRE(split.tensors().size() == whole.tensors().size());
+  for (size_t i = 0; i < whole.tensors().size(); ++i) {
+    const auto& a = whole.tensors()[i];
+    const auto& b = split.tensors()[i];
+    CAPTURE(a.name);
+    CHECK(b.name == a.name);
+    CHECK(b.type == a.type);
+    CHECK(sluice::core::read_tensor_bytes(set_reader, b) == sluice::core::read_tensor_bytes(whole_reader, a));
+  }
+  // Part 1: every key of the model, then the split keys as gguf-split writes them; later parts:
+  // only the split keys. No part's tensor data exceeds the limit unless it holds one tensor.
+  for (size_t p = 0; p < r.paths.size(); ++p) {
+    sluice::io::PreadOptions po;
+    po.whole_split_set = false;
+    sluice::io::PreadReader one(r.paths[p], po);
+    const GgufFile f = GgufFile::parse_one(one, 0, one.file_size(), r.paths[p]);
+    const auto& kv = f.metadata();
+    REQUIRE(kv.size() >= 3);
+    CHECK(kv[kv.size() - 3].key == "split.no");
+    CHECK(kv[kv.size() - 3].value.type == GgufValueType::u16);
+    CHECK(kv[kv.size() - 2].key == "split.tensors.count");
+    CHECK(kv[kv.size() - 2].value.type == GgufValueType::i32);
+    CHECK(kv[kv.size() - 1].key == "split.count");
+    CHECK(f.get_uint("split.no") == p);
+    CHECK(f.get_uint("split.count") == r.paths.size());
+    if (p == 0) CHECK(kv.size() == whole.metadata().size() + 3);
+    else CHECK(kv.size() == 3);
+    uint64_t data = 0;
+    for (const auto& t : f.tensors()) data += (t.n_bytes + 31) / 32 * 32;
+    if (f.tensors().size() > 1) CHECK(data <= o.split_max_bytes);
+  }
 }

@@ -93,6 +93,13 @@ int cmd_inspect(int argc, char** argv) {
     j["data_offset"] = s.data_offset;
     j["alignment"] = file.alignment();
     j["tensor_count"] = s.tensor_count;
+    if (file.is_split()) {
+      nlohmann::json parts = nlohmann::json::array();
+      for (const auto& p : file.parts()) {
+        parts.push_back({{"path", p.path}, {"bytes", p.bytes}, {"data_offset", p.data_offset}, {"tensors", p.tensor_count}});
+      }
+      j["parts"] = parts;
+    }
     nlohmann::json classes = nlohmann::json::object();
     for (size_t c = 0; c < core::kTensorClassCount; ++c) {
       classes[std::string(core::to_string(static_cast<core::TensorClass>(c)))] = s.class_bytes[c];
@@ -121,8 +128,10 @@ int cmd_inspect(int argc, char** argv) {
       nlohmann::json tensors = nlohmann::json::array();
       for (const auto& t : file.tensors()) {
         std::vector<int64_t> shape(t.ne.begin(), t.ne.begin() + t.n_dims);
-        tensors.push_back({{"name", t.name}, {"type", ggml_type_name(t.type)}, {"shape", shape},
-                           {"offset", t.offset}, {"bytes", t.n_bytes}});
+        nlohmann::json entry = {{"name", t.name}, {"type", ggml_type_name(t.type)}, {"shape", shape},
+                                 {"offset", t.offset}, {"bytes", t.n_bytes}};
+        if (file.is_split()) entry["part"] = t.part;  // index into "parts"
+        tensors.push_back(entry);
       }
       j["tensors"] = tensors;
     }
@@ -131,6 +140,14 @@ int cmd_inspect(int argc, char** argv) {
   }
 
   std::printf("file:          %s (%s, GGUF v%u)\n", path.c_str(), human_bytes(s.file_bytes).c_str(), file.version());
+  if (file.is_split()) {
+    std::printf("parts:         %zu (split model; offsets below are relative to each part's data)\n", file.parts().size());
+    for (size_t i = 0; i < file.parts().size(); ++i) {
+      const auto& p = file.parts()[i];
+      std::printf("  %zu  %s  %s, %llu tensors, data at offset %llu\n", i + 1, p.path.c_str(), human_bytes(p.bytes).c_str(),
+                  static_cast<unsigned long long>(p.tensor_count), static_cast<unsigned long long>(p.data_offset));
+    }
+  }
   std::printf("architecture:  %s%s\n", s.architecture.empty() ? "(none)" : s.architecture.c_str(),
               s.runnable ? "" : "  -- not a model sluice runs (metadata and tensors only)");
   std::printf("tensors:       %llu, data at offset %llu (alignment %u)\n",
@@ -161,10 +178,12 @@ int cmd_inspect(int argc, char** argv) {
     }
   }
   if (args.count("tensors")) {
-    std::printf("\n%-40s %-8s %-24s %14s %12s\n", "name", "type", "shape", "offset", "bytes");
+    std::printf("\n%-40s %-8s %-24s %14s %12s%s\n", "name", "type", "shape", "offset", "bytes", file.is_split() ? "  part" : "");
     for (const auto& t : file.tensors()) {
-      std::printf("%-40s %-8s %-24s %14llu %12s\n", t.name.c_str(), std::string(ggml_type_name(t.type)).c_str(),
+      std::printf("%-40s %-8s %-24s %14llu %12s", t.name.c_str(), std::string(ggml_type_name(t.type)).c_str(),
                   shape_text(t).c_str(), static_cast<unsigned long long>(t.offset), human_bytes(t.n_bytes).c_str());
+      if (file.is_split()) std::printf("  %u", t.part + 1);
+      std::printf("\n");
     }
   }
   return 0;

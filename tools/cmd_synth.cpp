@@ -7,6 +7,7 @@
 
 #include "common/error.h"
 #include "common/units.h"
+#include "core/gguf_split_writer.h"
 #include "core/synth.h"
 #include "tools/commands.h"
 
@@ -54,7 +55,9 @@ int cmd_synth(int argc, char** argv) {
       ("vocab", "copy the tokenizer (tokenizer.* keys) from this GGUF instead of the built-in byte-level one", cxxopts::value<std::string>())
       ("skew", "routing concentration: 0 uniform, 1 calibrated to real models, larger is hotter", cxxopts::value<double>()->default_value("1"))
       ("seed", "random seed; the same options and seed give the same file", cxxopts::value<uint64_t>()->default_value("1"))
-      ("o,output", "output GGUF path", cxxopts::value<std::string>())
+      ("o,output", "output GGUF path (with --split-max-size: the parts are named OUT-00001-of-0000N.gguf)", cxxopts::value<std::string>())
+      ("split-max-size", "write the model in parts as llama.cpp's gguf-split does: at most SIZE of tensor data per part "
+                         "(decimal K, M, G as gguf-split: 2G = 2,000,000,000 bytes)", cxxopts::value<std::string>())
       ("estimate", "after writing, route a sampled hidden-state process through every MoE block's stored router and print the statistics")
       ("q,quiet", "no progress bar")
       ("h,help", "show this help");
@@ -82,6 +85,7 @@ int cmd_synth(int argc, char** argv) {
   o.seed = args["seed"].as<uint64_t>();
   if (!args.count("output")) throw Error(ErrorCode::invalid_argument, "-o/--output OUT.gguf is required");
   o.out = args["output"].as<std::string>();
+  if (args.count("split-max-size")) o.split_max_bytes = core::parse_split_size(args["split-max-size"].as<std::string>());
 
   ProgressBar bar;
   const bool quiet = args.count("quiet") > 0;
@@ -90,7 +94,10 @@ int cmd_synth(int argc, char** argv) {
   };
   const core::synth::SynthResult r = core::synth::synthesize(o, progress);
   const core::synth::Preset& p = r.plan.preset;
-  std::printf("wrote %s: %s (%llu bytes) in %.1f s, %s/s\n", o.out.c_str(), human_bytes(r.bytes).c_str(),
+  const std::string what = r.paths.size() > 1 ? std::to_string(r.paths.size()) + " parts " + r.paths.front() + " .. " +
+                                                    r.paths.back()
+                                              : r.paths.front();
+  std::printf("wrote %s: %s (%llu bytes) in %.1f s, %s/s\n", what.c_str(), human_bytes(r.bytes).c_str(),
               static_cast<unsigned long long>(r.bytes), r.seconds,
               human_bytes(static_cast<uint64_t>(r.seconds > 0 ? r.bytes / r.seconds : 0)).c_str());
   std::printf("model: %s (%s), %u blocks (%u dense + %u MoE), %u experts (%u used, %u shared), vocab %u, %s\n",
