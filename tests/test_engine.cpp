@@ -12,6 +12,7 @@
 
 #include "common/error.h"
 #include "core/engine.h"
+#include "tests/reference_files.h"
 #include "tests/test_support.h"
 
 using sluice::core::Engine;
@@ -54,11 +55,6 @@ EngineOptions options_for(const std::string& stem) {
   return o;
 }
 
-const char* const kModels[] = {
-    "tiny/deepseek2/deepseek2-q4_k_m", "tiny/deepseek2/deepseek2-q2_k", "tiny/deepseek2/deepseek2-f16",
-    "tiny/qwen3moe/qwen3moe-q4_k_m",   "tiny/llama-moe/llama-moe-q4_k_m",
-};
-
 // In-core logits per prompt batch size: a budget that lowers the batch is compared with an
 // in-core run of the same batch (batched products round differently from single-token ones).
 class InCoreReference {
@@ -84,7 +80,8 @@ class InCoreReference {
 }  // namespace
 
 TEST_CASE("streamed experts and layers give logits bit-identical to the in-core run at every budget and with both readers") {
-  for (const char* stem : kModels) {
+  for (const auto& model : sluice::test::llama_family_reference_models()) {
+    const char* stem = model.stem;
     CAPTURE(stem);
     InCoreReference reference(stem, manifest_tokens(stem));
     const int64_t full_batch = options_for(stem).session.n_batch;
@@ -167,7 +164,9 @@ TEST_CASE("streamed experts and layers give logits bit-identical to the in-core 
 }
 
 TEST_CASE("kimi-k3 routed experts streamed through the engine's cache give logits bit-identical to the in-core run") {
-  for (const char* stem : {"kimi-k3/kimi-k3-q8_0", "kimi-k3/kimi-k3-q4_k_m", "kimi-k3/kimi-k3-f16"}) {
+  for (const auto& model : sluice::test::supported_reference_models()) {
+    if (!model.kimi_k3) continue;
+    const char* stem = model.stem;
     CAPTURE(stem);
     InCoreReference reference(stem, manifest_tokens(stem));
     sluice::core::BudgetSplit unlimited;
@@ -214,7 +213,8 @@ TEST_CASE("kimi-k3 routed experts streamed through the engine's cache give logit
 }
 
 TEST_CASE("a budget below the minimum is refused with the minimum in MiB and its parts in the message") {
-  for (const char* stem : kModels) {
+  for (const auto& model : sluice::test::llama_family_reference_models()) {
+    const char* stem = model.stem;
     CAPTURE(stem);
     uint64_t minimum = 0;
     {
