@@ -2,9 +2,9 @@
 // them uses (golden logits, free-running greedy, out-of-core engine, prefetch, GPU engine), so
 // the suites cannot drift apart or cover a subset.
 //
-// kSupported names every file sluice loads today; kUnsupported the files it refuses today
-// (i-quants, ternary, split files). tests/test_cli_greedy.cpp asserts that these two lists plus
-// kNotModels are exactly the .gguf files on disk: a file added to the reference set fails that
+// supported_reference_models() names every file sluice loads today, unsupported_reference_files()
+// those it refuses (split files). tests/test_cli_greedy.cpp asserts that these two lists plus
+// non_model_reference_files() are exactly the .gguf files on disk: a file added to the reference set fails that
 // test until it is listed here, and a listed file that disappears fails every suite that runs it.
 #pragma once
 
@@ -33,6 +33,9 @@ inline const std::vector<ReferenceModel>& supported_reference_models() {
   static const std::vector<ReferenceModel> models{
       {"tiny/deepseek2/deepseek2-f16", false},  {"tiny/deepseek2/deepseek2-q8_0", false},
       {"tiny/deepseek2/deepseek2-q4_k_m", false}, {"tiny/deepseek2/deepseek2-q2_k", false},
+      {"tiny/deepseek2/deepseek2-iq1_s", false},  {"tiny/deepseek2/deepseek2-iq2_xxs", false},
+      {"tiny/deepseek2/deepseek2-iq3_xxs", false}, {"tiny/deepseek2/deepseek2-iq4_xs", false},
+      {"tiny/deepseek2/deepseek2-tq1_0", false},
       {"tiny/qwen3moe/qwen3moe-f16", false},    {"tiny/qwen3moe/qwen3moe-q4_k_m", false},
       {"tiny/llama-moe/llama-moe-f16", false},  {"tiny/llama-moe/llama-moe-q4_k_m", false},
       {"kimi-k3/kimi-k3-f16", true},            {"kimi-k3/kimi-k3-q8_0", true},
@@ -50,19 +53,14 @@ inline std::vector<ReferenceModel> llama_family_reference_models() {
 }
 
 // Files under reference_dir() that sluice refuses today, with a piece of the one-line refusal:
-// types without kernels (IQ1_S, IQ2_XXS, IQ3_XXS, IQ4_XS, TQ1_0) and llama-gguf-split parts (the
-// first part lacks the other parts' tensors; the others have no architecture key).
+// llama-gguf-split parts (the first part lacks the other parts' tensors; the others have no
+// architecture key).
 struct UnsupportedFile {
   const char* file;
   const char* refusal;
 };
 inline const std::vector<UnsupportedFile>& unsupported_reference_files() {
   static const std::vector<UnsupportedFile> files{
-      {"tiny/deepseek2/deepseek2-iq1_s.gguf", "type iq1_s not supported yet"},
-      {"tiny/deepseek2/deepseek2-iq2_xxs.gguf", "type iq2_xxs not supported yet"},
-      {"tiny/deepseek2/deepseek2-iq3_xxs.gguf", "type iq3_s not supported yet"},  // its token_embd is IQ3_S
-      {"tiny/deepseek2/deepseek2-iq4_xs.gguf", "type iq4_xs not supported yet"},
-      {"tiny/deepseek2/deepseek2-tq1_0.gguf", "type tq1_0 not supported yet"},
       {"tiny/deepseek2/split/deepseek2-q4_k_m-00001-of-00003.gguf", "missing tensor"},
       {"tiny/deepseek2/split/deepseek2-q4_k_m-00002-of-00003.gguf", "is not supported"},
       {"tiny/deepseek2/split/deepseek2-q4_k_m-00003-of-00003.gguf", "is not supported"},
