@@ -19,8 +19,8 @@ uint64_t mib_ceil(uint64_t bytes) { return (bytes + (1ull << 20) - 1) >> 20; }
 
 // What one way of running needs, in bytes.
 struct Need {
-  uint64_t resident = 0, layers = 0, kv = 0, scratch = 0, experts = 0;
-  uint64_t total() const { return resident + layers + kv + scratch + experts; }
+  uint64_t resident = 0, layers = 0, kv = 0, scratch = 0, experts = 0, gpu_staging = 0;
+  uint64_t total() const { return resident + layers + kv + scratch + experts + gpu_staging; }
 };
 
 Error budget_error(const Need& min, uint64_t budget, const std::string& path, bool layers_streamed) {
@@ -28,6 +28,7 @@ Error budget_error(const Need& min, uint64_t budget, const std::string& path, bo
   if (layers_streamed) parts += " + one streamed layer " + human_bytes(min.layers);
   parts += " + KV cache " + human_bytes(min.kv) + " + scratch at batch 1 " + human_bytes(min.scratch) +
            " + one MoE layer's experts " + human_bytes(min.experts);
+  if (min.gpu_staging) parts += " + --gpu page-locked staging " + human_bytes(min.gpu_staging);
   return Error(ErrorCode::budget, "budget " + human_bytes(budget) + " is below the minimum " +
                                       std::to_string(mib_ceil(min.total())) + " MiB (" + std::to_string(min.total()) +
                                       " bytes) for '" + path + "' (" + parts + ")");
@@ -50,7 +51,8 @@ Engine::Engine(const EngineOptions& options) : options_(options) {
   if (options.cache_experts < 0 || options.cache_experts > 1) {
     throw Error(ErrorCode::invalid_argument, "--cache-experts must be in (0%, 100%]");
   }
-  if (options.gpu) require_gpu();  // before minutes of loading
+  // --gpu without CUDA or a device is refused after the budget plan (reading the header only)
+  // and before anything loads, so a budget too small for the GPU staging is reported first.
   // A bad profile fails before the model is loaded; its shape is checked once the layout is known.
   if (!options.warm_profile.empty()) warm_profile_ = load_profile(options.warm_profile);
   io::IoOptions io_options = options.io;
@@ -83,6 +85,7 @@ Engine::Engine(const EngineOptions& options) : options_(options) {
     notices_.push_back("--widen-f16: experts are widened and held in RAM (no streaming)");
   }
   if (GgufFile::parse(plain).architecture() == "kimi-k3") {
+    if (options.gpu) require_gpu();
     open_kimi_k3(stream);
     return;
   }
@@ -111,6 +114,8 @@ Engine::Engine(const EngineOptions& options) : options_(options) {
     if (layers) o.prefetch_depth = 0;
     return Session::scratch_bytes_for(planned, o, options.threads);
   };
+  // --gpu: the tier's page-locked staging (RAM outside the arena) at a given batch.
+  auto staging_at = [&](int64_t batch) { return options.gpu ? plan_gpu_host_staging(planned, batch).total() : 0; };
 
   std::optional<ShardIndex> index = index_for_run(verify_mode(), options.model_path, planned.gguf(), plain, notices_);
   verifying_ = index.has_value();
@@ -138,19 +143,22 @@ Engine::Engine(const EngineOptions& options) : options_(options) {
     if (!options.warm_profile.empty()) {
       notices_.push_back("--warm: every expert is in RAM already (nothing streams); the profile is not used");
     }
+    if (options.gpu) require_gpu();
     model_ = std::make_unique<Model>(Model::load(plain, load));
     experts_ = std::make_unique<InCoreExpertSource>(*model_);
     session_ = std::make_unique<Session>(*model_, session_source(), *pool_, session);
     split_.resident_weights = model_->weight_bytes();
     split_.kv_cache = session_->kv_bytes();
     split_.scratch = session_->scratch_bytes();
+    split_.gpu_staging = staging_at(session.n_batch);
     split_.budget = options.budget_bytes;
     split_.n_batch = session.n_batch;
     split_.min_budget = split_.total();
     if (options.budget_bytes > 0 && split_.total() > options.budget_bytes) {
       throw Error(ErrorCode::budget, "budget " + human_bytes(options.budget_bytes) + " is below the " +
                                          human_bytes(split_.total()) + " an in-core run of '" + options.model_path +
-                                         "' needs (all weights + KV cache + scratch)");
+                                         "' needs (all weights + KV cache + scratch" +
+                                         (split_.gpu_staging ? " + --gpu page-locked staging" : "") + ")");
     }
     attach_gpu();
     return;
@@ -176,7 +184,7 @@ Engine::Engine(const EngineOptions& options) : options_(options) {
   }
   auto need = [&](bool layers, uint64_t layer_arena, int64_t batch) {
     return Need{layers ? lean.weight_bytes() : planned.weight_bytes(), layers ? layer_arena : 0, kv, scratch_at(batch, layers),
-                split_.expert_min};
+                split_.expert_min, staging_at(batch)};
   };
   Need minimum = need(false, 0, 1);
   bool min_streams = false;
@@ -220,6 +228,7 @@ Engine::Engine(const EngineOptions& options) : options_(options) {
     notices_.push_back("prefetch: off while layers stream (the predictor needs the next layers' router weights in RAM)");
     session.prefetch_depth = 0;
   }
+  if (options.gpu) require_gpu();
   if (stream_layers) {
     load = lean_load;
     io::OpenedReader second = io::open_reader(options.model_path, options.io);
@@ -236,6 +245,7 @@ Engine::Engine(const EngineOptions& options) : options_(options) {
   split_.resident_weights = model_->weight_bytes();
   split_.kv_cache = session_->kv_bytes();
   split_.scratch = session_->scratch_bytes();
+  split_.gpu_staging = staging_at(session.n_batch);
   split_.budget = options.budget_bytes;
   split_.n_batch = session.n_batch;
 
@@ -387,6 +397,7 @@ std::string Engine::describe_budget() const {
   s += std::string("") +
        " + scratch " + human_bytes(split_.scratch) +
        " (batch " + std::to_string(split_.n_batch) + ")";
+  if (split_.gpu_staging) s += " + --gpu page-locked staging " + human_bytes(split_.gpu_staging);
   if (cache_) {
     double frac = split_.routed_expert_bytes
                       ? static_cast<double>(split_.expert_arena) / static_cast<double>(split_.routed_expert_bytes)

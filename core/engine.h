@@ -38,7 +38,8 @@
 // (no layer streaming yet), and a tight budget halves its prompt batch until the scratch fits.
 //
 // With `gpu`, the session's weight products are offered to a GpuTier (VRAM, its own budget
-// `gpu_options.vram_bytes`, not counted in budget_bytes); the routed experts reach the session
+// `gpu_options.vram_bytes`, not counted in budget_bytes; the tier's page-locked host staging is
+// RAM and is counted, as BudgetSplit::gpu_staging); the routed experts reach the session
 // through a TrackedExpertSource so the tier knows which expert a pinned view is. GPU runs give
 // the CPU run's greedy tokens, not its bit-identical logits.
 #pragma once
@@ -112,6 +113,7 @@ struct BudgetSplit {
   uint64_t kv_cache = 0;
   uint64_t recurrent_state = 0;   // kimi-k3's KDA state (0 for other architectures)
   uint64_t scratch = 0;           // activations, router and matmul scratch
+  uint64_t gpu_staging = 0;       // --gpu: page-locked host staging outside the arena (plan_gpu_host_staging)
   uint64_t expert_arena = 0;      // the shard cache's arena
   uint64_t expert_min = 0;        // the arena's minimum: one MoE layer's working set
   uint64_t routed_expert_bytes = 0;  // all routed experts in the file
@@ -119,7 +121,7 @@ struct BudgetSplit {
   uint64_t min_budget = 0;        // the smallest budget this model runs in (see above)
   int64_t n_batch = 0;            // the batch in force (may be below the requested one)
   uint64_t total() const {
-    return resident_weights + layer_arena + kv_cache + recurrent_state + scratch + expert_arena;
+    return resident_weights + layer_arena + kv_cache + recurrent_state + scratch + gpu_staging + expert_arena;
   }
   uint64_t minimum() const { return min_budget; }
 };

@@ -76,6 +76,8 @@ struct GpuPlan {
   uint32_t expert_slots = 0;
   uint64_t routed_experts = 0;   // (layer, expert) pairs in the model
   bool arena_page_locked = false;
+  uint64_t host_staging_bytes = 0;    // page-locked staging outside the arena (in --budget)
+  uint64_t gpu_rate_probe_bytes = 0;  // the VRAM matrix timed for rates.gpu_bytes_per_s (0: not measured)
   TierRates rates;
 };
 
@@ -99,6 +101,20 @@ class GpuTier : public MatmulOffload, public ExpertReleaseListener {
 std::unique_ptr<GpuTier> make_gpu_tier(const Model& model, TrackedExpertSource& experts, kernels::ThreadPool& pool,
                                        int64_t n_batch, std::span<std::byte> host_arena,
                                        const GpuTierOptions& options);
+
+// Page-locked host memory the tier allocates outside the RAM arena: two staging buffers, one for
+// the activations going up and one for the results coming down, each `chunk_tokens` rows of the
+// widest product dimension in f32 (at most 64 MiB each; bigger batches go in chunks). It counts
+// against --budget (Engine::budget().gpu_staging) like the KV cache and scratch; the tier
+// allocates exactly this. Shapes only: a planned model (Model::plan) gives the same answer as
+// the loaded one.
+struct GpuHostStaging {
+  int64_t chunk_tokens = 0;   // tokens per product chunk: min(n_batch, 64 MiB / 4 / max_dim)
+  int64_t max_dim = 0;        // widest input or output of any weight product
+  uint64_t buffer_bytes = 0;  // one buffer: chunk_tokens * max_dim * 4
+  uint64_t total() const { return 2 * buffer_bytes; }
+};
+GpuHostStaging plan_gpu_host_staging(const Model& model, int64_t n_batch);
 
 // Weight bytes per second of a one-token CPU product with `pool`: the best of three timed
 // matvecs of the largest resident matrix up to 256 MiB (after one warm-up). The CPU side of

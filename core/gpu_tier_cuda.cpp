@@ -20,20 +20,36 @@ namespace {
 
 namespace cuda = kernels::cuda;
 
-constexpr uint64_t kStagingBytes = 64ull << 20;  // per direction; bigger batches go in chunks
 constexpr uint64_t kMinMargin = 512ull << 20;    // VRAM left to the driver and other users
 
-// Host -> device bytes per second from page-locked memory: best of three timed 32 MiB copies.
-double measure_h2d(cuda::Stream& stream) {
-  const size_t bytes = 32u << 20;
-  cuda::PinnedHostBuffer host(bytes);
-  cuda::DeviceBuffer dev(bytes);
+// Host -> device bytes per second out of the tier's own page-locked staging (no extra pinned
+// memory outside --budget): copies of the whole buffer, 32 MiB or more per timing, best of three
+// after a warm-up.
+double measure_h2d(cuda::Stream& stream, cuda::PinnedHostBuffer& host, cuda::DeviceBuffer& dev, size_t bytes) {
   std::memset(host.data(), 0, bytes);
+  const int copies = static_cast<int>(std::max<size_t>(1, (32u << 20) / bytes));
   cuda::Event start, stop;
   float best = 1e30f;
   for (int rep = 0; rep < 4; ++rep) {
     start.record(stream);
-    cuda::copy_to_device(dev.data(), host.data(), bytes, stream);
+    for (int i = 0; i < copies; ++i) cuda::copy_to_device(dev.data(), host.data(), bytes, stream);
+    stop.record(stream);
+    stop.synchronize();
+    if (rep > 0) best = std::min(best, stop.elapsed_ms_since(start));
+  }
+  return static_cast<double>(bytes) * copies / (std::max(best, 1e-4f) * 1e-3);
+}
+
+// Weight bytes per second of a one-token GPU product, as measure_cpu_matvec_rate times the CPU:
+// the largest matrix uploaded to VRAM, best of three timed matvecs after a warm-up. 0 when no
+// matrix is resident in VRAM (the cost model then leaves the GPU's product time out).
+double measure_gpu_matvec(const cuda::DeviceMatrix& w, uint64_t bytes, float* x, float* y, cuda::Stream& stream) {
+  if (bytes == 0) return 0;
+  cuda::Event start, stop;
+  float best = 1e30f;
+  for (int rep = 0; rep < 4; ++rep) {
+    start.record(stream);
+    cuda::matvec(w, x, y, stream);
     stop.record(stream);
     stop.synchronize();
     if (rep > 0) best = std::min(best, stop.elapsed_ms_since(start));
@@ -58,28 +74,15 @@ class CudaTier final : public GpuTier {
       throw Error(ErrorCode::budget, "--vram " + human_bytes(options.vram_bytes) + " is more than the free VRAM " +
                                          human_bytes(info.free_bytes) + " of " + info.name);
 
-    // Rates for the cost model: measured unless the caller fixed them.
-    TierRates rates = options.rates;
-    if (!(rates.h2d_bytes_per_s > 0)) rates.h2d_bytes_per_s = measure_h2d(copy_);
-    if (!(rates.cpu_bytes_per_s > 0)) rates.cpu_bytes_per_s = std::max(1e6, measure_cpu_matvec_rate(model, pool));
-    if (!(rates.gpu_bytes_per_s > 0)) rates.gpu_bytes_per_s = info.peak_bandwidth_gbs * 0.7e9;
-    cost_ = VramCostModel(rates);
-    plan_.rates = cost_.rates();
-
-    // Workspace: activations of `chunk_tokens_` tokens of the widest product, each way.
+    // Workspace: activations of `chunk_tokens_` tokens of the widest product, each way; the
+    // same page-locked staging that Engine counted in --budget.
     const std::vector<ResidentMatrix> resident = resident_in_use_order(model);
-    int64_t max_dim = 1;
-    for (const ResidentMatrix& m : resident)
-      max_dim = std::max({max_dim, m.tensor->ne[0], m.tensor->ne[1] * m.tensor->ne[2] * m.tensor->ne[3]});
-    for (int64_t il = 0; il < c.n_layer; ++il) {
-      if (!c.is_moe_layer(il)) continue;
-      const LayerWeights& L = model.layer(il);
-      for (const Tensor* t : {&L.gate_exps, &L.up_exps, &L.down_exps}) max_dim = std::max({max_dim, t->ne[0], t->ne[1]});
-    }
-    max_dim_ = max_dim;
-    chunk_tokens_ = std::clamp<int64_t>(static_cast<int64_t>(kStagingBytes / 4) / max_dim, 1, std::max<int64_t>(n_batch, 1));
-    const uint64_t staging = static_cast<uint64_t>(chunk_tokens_ * max_dim) * 4;
+    const GpuHostStaging st = plan_gpu_host_staging(model, n_batch);
+    max_dim_ = st.max_dim;
+    chunk_tokens_ = st.chunk_tokens;
+    const uint64_t staging = st.buffer_bytes;
     plan_.chunk_tokens = chunk_tokens_;
+    plan_.host_staging_bytes = st.total();
 
     const VramPlan vp = plan_vram(plan_.vram_budget, 2 * vram_align(staging), resident, shape_,
                                   [](GgmlType t) { return cuda::is_supported(t); });
@@ -111,6 +114,27 @@ class CudaTier final : public GpuTier {
     }
     copy_.synchronize();
     std::sort(ranges_.begin(), ranges_.end(), [](const Range& a, const Range& b) { return a.host < b.host; });
+
+    // Rates for the cost model: measured (H2D, the CPU's and the GPU's one-token products)
+    // unless the caller fixed them.
+    TierRates rates = options.rates;
+    if (!(rates.h2d_bytes_per_s > 0)) rates.h2d_bytes_per_s = measure_h2d(copy_, sx_, dx_, staging);
+    if (!(rates.cpu_bytes_per_s > 0)) rates.cpu_bytes_per_s = std::max(1e6, measure_cpu_matvec_rate(model, pool));
+    if (!(rates.gpu_bytes_per_s > 0)) {
+      size_t pick = resident.size();
+      for (size_t i = 0; i < resident.size(); ++i)
+        if (vp.resident_offset[i] >= 0 && (pick == resident.size() || resident[i].bytes > resident[pick].bytes)) pick = i;
+      if (pick < resident.size()) {
+        const Tensor& t = *resident[pick].tensor;
+        const cuda::DeviceMatrix w{t.type, resident_.data() + vp.resident_offset[pick], t.ne[0],
+                                   t.ne[1] * t.ne[2] * t.ne[3], t.row_bytes};
+        rates.gpu_bytes_per_s = measure_gpu_matvec(w, resident[pick].bytes, reinterpret_cast<float*>(dx_.data()),
+                                                   reinterpret_cast<float*>(dy_.data()), compute_);
+        plan_.gpu_rate_probe_bytes = resident[pick].bytes;
+      }
+    }
+    cost_ = VramCostModel(rates);
+    plan_.rates = cost_.rates();
 
     if (!host_arena.empty()) {
       arena_reg_ = std::make_unique<cuda::HostRegistration>(host_arena.data(), host_arena.size());

@@ -97,6 +97,7 @@ inline int32_t argmax(const float* row, int64_t n) {
 }
 
 struct Comparison {
+  bool bit_identical = false;  // every logit's bits equal the reference's (memcmp)
   double max_diff = 0;
   int tokens_equal = 0;        // greedy choices equal to gen_tokens
   int routing_records = 0;
@@ -112,6 +113,8 @@ inline Comparison compare(const Manifest& m, const TeacherForced& run) {
   for (size_t i = 0; i < rows * static_cast<size_t>(V) && i < run.logits.size(); ++i)
     c.max_diff = std::max(c.max_diff, static_cast<double>(std::fabs(run.logits[i] - m.logits[i])));
   if (run.logits.size() != rows * static_cast<size_t>(V)) c.max_diff = INFINITY;
+  c.bit_identical = run.logits.size() == m.logits.size() &&
+                    std::memcmp(run.logits.data(), m.logits.data(), m.logits.size() * sizeof(float)) == 0;
   for (size_t s = 0; s < m.gen.size(); ++s) {
     const size_t r = m.prompt.size() - 1 + s;
     if (r < rows && argmax(run.logits.data() + r * V, V) == m.gen[s]) ++c.tokens_equal;

@@ -13,6 +13,8 @@
 
 #include "common/error.h"
 #include "core/engine.h"
+#include "io/pread_reader.h"
+#include "tests/reference_files.h"
 #include "tests/test_support.h"
 #if SLUICE_HAVE_CUDA
 #include "kernels/cuda/runtime.h"
@@ -31,11 +33,6 @@ bool gpu_present() {
   return false;
 #endif
 }
-
-const char* const kModels[] = {
-    "tiny/deepseek2/deepseek2-q4_k_m", "tiny/deepseek2/deepseek2-q2_k", "tiny/deepseek2/deepseek2-f16",
-    "tiny/qwen3moe/qwen3moe-q4_k_m",   "tiny/llama-moe/llama-moe-q4_k_m",
-};
 
 std::vector<int32_t> manifest_prompt(const std::string& stem) {
   auto j = nlohmann::json::parse(sluice::test::read_text(sluice::test::reference_dir() / (stem + ".json")));
@@ -143,7 +140,9 @@ TEST_CASE("with --gpu every reference model gives the CPU run's greedy tokens, w
     MESSAGE("skipped: " << why);
     return;
   }
-  for (const char* stem : kModels) {
+  // Every llama-family reference file (kimi-k3 refuses --gpu for now: tests/test_engine_cli.cpp).
+  for (const auto& model : sluice::test::llama_family_reference_models()) {
+    const char* stem = model.stem;
     const std::string name = stem;
     CAPTURE(name);
     const std::vector<int32_t> prompt = manifest_prompt(stem);
@@ -170,6 +169,12 @@ TEST_CASE("with --gpu every reference model gives the CPU run's greedy tokens, w
       MESSAGE(sluice::core::GpuTier::describe(c));
       CHECK(c.products_gpu > 0);
       CHECK(plan.expert_slots == plan.routed_experts);
+      // The page-locked staging the tier allocated is what the budget counted.
+      CHECK(plan.host_staging_bytes > 0);
+      CHECK(e.budget().gpu_staging == plan.host_staging_bytes);
+      // The GPU rate was timed on a matrix in VRAM, not derived from the device's peak.
+      CHECK(plan.gpu_rate_probe_bytes > 0);
+      CHECK(plan.rates.gpu_bytes_per_s > 0);
       CHECK(e.gpu()->evictions() == 0);
     }
 
@@ -233,10 +238,7 @@ TEST_CASE("sluice run --gpu prints the CPU run's text and the VRAM tier's figure
 }
 
 TEST_CASE("--gpu without a CUDA build or device fails with one line and a non-zero exit") {
-  if (gpu_present()) {
-    MESSAGE("skipped: a CUDA device is present");
-    return;
-  }
+  if (gpu_present()) return;  // nothing to refuse here (not a skip: scripts/gpu-check fails on skips)
   const std::string expected = sluice::core::gpu_tier_built() ? "--gpu: no CUDA device found" : "built without CUDA";
   for (const std::string& args : {"run -m '" + model_path() + "' -p hello -n 2 --gpu",
                                  "bench -m '" + model_path() + "' -p 4 -n 9 --probe-seconds 0 --gpu"}) {
@@ -265,4 +267,78 @@ TEST_CASE("--vram and --vram-policy are refused without --gpu or with a bad valu
   auto bench = run_sluice("bench -m '" + model_path() + "' -p 4 -n 9 --probe-seconds 0 --vram 1G");
   CHECK(bench.exit_code == 1);
   CHECK(bench.err.find("need --gpu") != std::string::npos);
+}
+
+TEST_CASE("--gpu counts its page-locked host staging in --budget, checked without a GPU from the budget plan") {
+  const std::string stem = "tiny/deepseek2/deepseek2-q4_k_m";
+  EngineOptions cpu = options_for(stem);
+  uint64_t cpu_minimum = 0;
+  {
+    Engine e(cpu);
+    cpu_minimum = e.budget().minimum();
+    CHECK(e.budget().gpu_staging == 0);
+  }
+  // The staging: two buffers of chunk_tokens rows of the widest product, f32; the same from the
+  // tensor directory alone as from the loaded model, at most 64 MiB each, and growing with the batch.
+  sluice::io::PreadReader reader(cpu.model_path);
+  const sluice::core::Model planned = sluice::core::Model::plan(reader);
+  const sluice::core::Model loaded = sluice::core::Model::load(cpu.model_path);
+  const auto at1 = sluice::core::plan_gpu_host_staging(planned, 1);
+  const auto at512 = sluice::core::plan_gpu_host_staging(planned, 512);
+  CHECK(at1.chunk_tokens == 1);
+  CHECK(at1.max_dim >= planned.config().n_embd);
+  CHECK(at1.max_dim >= planned.config().n_vocab);  // the output head's rows
+  CHECK(at1.total() == 2 * 4 * static_cast<uint64_t>(at1.max_dim));
+  CHECK(at512.chunk_tokens == std::min<int64_t>(512, (64 << 20) / 4 / at512.max_dim));
+  CHECK(at512.total() == 2 * 4 * static_cast<uint64_t>(at512.chunk_tokens * at512.max_dim));
+  CHECK(at512.buffer_bytes <= (64u << 20));
+  CHECK(sluice::core::plan_gpu_host_staging(loaded, 512).total() == at512.total());
+
+  // With --gpu the minimum budget grows by the staging at batch 1: the CPU-only minimum is
+  // refused, naming the staging, before any GPU is looked for (so this runs on any machine).
+  EngineOptions gpu = cpu;
+  gpu.gpu = true;
+  gpu.budget_bytes = cpu_minimum;
+  const uint64_t gpu_minimum = cpu_minimum + at1.total();
+  try {
+    Engine e(gpu);
+    FAIL("a budget without room for the GPU staging was accepted");
+  } catch (const sluice::Error& e) {
+    CAPTURE(e.what());
+    CHECK(e.code() == sluice::ErrorCode::budget);
+    CHECK(std::string(e.what()).find("--gpu page-locked staging") != std::string::npos);
+    CHECK(std::string(e.what()).find("(" + std::to_string(gpu_minimum) + " bytes)") != std::string::npos);
+  }
+  // At that minimum the plan fits: what follows is the GPU itself (absent here) or a run.
+  if (!gpu_present()) {
+    gpu.budget_bytes = gpu_minimum;
+    try {
+      Engine e(gpu);
+      FAIL("--gpu ran without a GPU");
+    } catch (const sluice::Error& e) {
+      CHECK(e.code() != sluice::ErrorCode::budget);
+    }
+  }
+}
+
+TEST_CASE("scripts/gpu-check fails when GPU cases skip on a machine with a device, and only then") {
+  const auto dir = sluice::test::temp_dir("gpu-check");
+  const std::string script = (sluice::test::source_dir() / "scripts/gpu-check").string();
+  const std::string skipped = (dir / "skipped.log").string(), clean = (dir / "clean.log").string();
+  auto write_text = [](const std::string& path, const std::string& text) {
+    sluice::test::write_file(path, std::vector<uint8_t>(text.begin(), text.end()));
+  };
+  write_text(skipped, "[doctest] no CUDA device: skipped\n");
+  write_text(clean, "[doctest] test cases: 3 | 3 passed\n");
+  // A device node that exists stands for the device.
+  const std::string device = "SLUICE_GPU_DEVICE_NODE='" + clean + "' ";
+  auto r = sluice::test::run_command(device + "'" + script + "' --check-skips '" + skipped + "'");
+  CHECK(r.exit_code == 1);
+  CHECK(r.out.find("no CUDA device: skipped") != std::string::npos);
+  CHECK(sluice::test::run_command(device + "'" + script + "' --check-skips '" + clean + "'").exit_code == 0);
+  // Without a device, skips are how GPU cases pass.
+  if (sluice::test::run_command("nvidia-smi -L").exit_code != 0) {
+    auto none = sluice::test::run_command("SLUICE_GPU_DEVICE_NODE=/nonexistent '" + script + "' --check-skips '" + skipped + "'");
+    CHECK(none.exit_code == 0);
+  }
 }

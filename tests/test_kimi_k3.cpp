@@ -103,6 +103,7 @@ std::vector<float> run_teacher_forced(const core::KimiK3Model& model, const Refe
 }
 
 struct Comparison {
+  bool bit_identical = false;  // every logit's bits equal llama.cpp's (memcmp)
   double max_diff = 0;
   int rows_within_1e3 = 0;
   int n_rows = 0;
@@ -113,6 +114,8 @@ struct Comparison {
 Comparison compare(const std::vector<float>& ours, const Reference& ref, int64_t V) {
   Comparison c;
   c.n_rows = static_cast<int>(ref.logits.size() / V);
+  c.bit_identical = ours.size() == ref.logits.size() &&
+                    std::memcmp(ours.data(), ref.logits.data(), ours.size() * sizeof(float)) == 0;
   const int n_prompt = static_cast<int>(ref.prompt.size());
   for (int r = 0; r < c.n_rows; ++r) {
     double d = 0;
@@ -141,12 +144,11 @@ std::string describe(const std::string& variant, const Comparison& c, size_t n_g
 
 }  // namespace
 
-TEST_CASE("kimi-k3 f32: teacher-forced logits match llama.cpp within 1e-3 (bit-identical here) on every row") {
+// Measured max |logit diff| against llama.cpp (AVX2 kernels, this machine): 0 on all 45 rows of
+// the f32, f16, q8_0 and q4_k_m runs, so the README's "bit-identical" is asserted with memcmp.
+TEST_CASE("kimi-k3 f32: teacher-forced logits are bit-identical to llama.cpp's on every row") {
   const fs::path gguf = k3_dir() / "kimi-k3-f16.gguf";
-  if (!fs::exists(gguf)) {
-    MESSAGE("skipped: " << gguf << " not found");
-    return;
-  }
+  REQUIRE_MESSAGE(fs::exists(gguf), "reference model missing: " << gguf);
   auto model = core::KimiK3Model::load(gguf.string(), {.widen_f16_to_f32 = true});
   const Reference ref = load_reference("f32");
   RoutingLog log;
@@ -154,16 +156,13 @@ TEST_CASE("kimi-k3 f32: teacher-forced logits match llama.cpp within 1e-3 (bit-i
   const Comparison c = compare(ours, ref, model->config().n_vocab);
   MESSAGE(describe("f32", c, ref.gen.size()));
   CHECK(routing_mismatches(log, ref) == 0);
-  CHECK(c.max_diff <= 1e-3);
+  CHECK(c.bit_identical);
   CHECK(c.greedy_equal == static_cast<int>(ref.gen.size()));
 }
 
-TEST_CASE("kimi-k3 f16: logits match llama.cpp's F16 run within 0.1 (bit-identical here) and the greedy tokens are equal") {
+TEST_CASE("kimi-k3 f16: logits are bit-identical to llama.cpp's F16 run and the greedy tokens are equal") {
   const fs::path gguf = k3_dir() / "kimi-k3-f16.gguf";
-  if (!fs::exists(gguf)) {
-    MESSAGE("skipped: " << gguf << " not found");
-    return;
-  }
+  REQUIRE_MESSAGE(fs::exists(gguf), "reference model missing: " << gguf);
   auto model = core::KimiK3Model::load(gguf.string());
   const Reference ref = load_reference("f16");
   RoutingLog log;
@@ -171,19 +170,15 @@ TEST_CASE("kimi-k3 f16: logits match llama.cpp's F16 run within 0.1 (bit-identic
   const Comparison c = compare(ours, ref, model->config().n_vocab);
   MESSAGE(describe("f16", c, ref.gen.size()));
   CHECK(routing_mismatches(log, ref) == 0);
-  CHECK(c.max_diff <= 0.1);
+  CHECK(c.bit_identical);
   CHECK(c.greedy_equal == static_cast<int>(ref.gen.size()));
 }
 
-// Quantized files: activations are quantized to each weight's vec_dot_type as ggml does, so most
-// rows match to float rounding; a value that lands on the other side of a rounding boundary moves
-// a row (and, through the KDA/MLA state, later rows) by up to ~1.
+// Quantized files: activations are quantized to each weight's vec_dot_type as ggml does and
+// summed in ggml's orders, so the logits come out bit-identical to llama.cpp's.
 void check_quantized(const char* variant) {
   const fs::path gguf = k3_dir() / ("kimi-k3-" + std::string(variant) + ".gguf");
-  if (!fs::exists(gguf)) {
-    MESSAGE("skipped: " << gguf << " not found");
-    return;
-  }
+  REQUIRE_MESSAGE(fs::exists(gguf), "reference model missing: " << gguf);
   auto model = core::KimiK3Model::load(gguf.string());
   const Reference ref = load_reference(variant);
   RoutingLog log;
@@ -192,28 +187,24 @@ void check_quantized(const char* variant) {
   const int routing = routing_mismatches(log, ref);
   MESSAGE(describe(variant, c, ref.gen.size()) << "\n  routing records differing from llama.cpp: " << routing);
   CHECK(routing == 0);
-  CHECK(c.rows_within_1e3 >= 25);
-  CHECK(c.max_diff <= 1.0);
+  CHECK(c.bit_identical);
   CHECK(c.greedy_equal == static_cast<int>(ref.gen.size()));
 }
 
-TEST_CASE("kimi-k3 q8_0: logits match llama.cpp within 1e-3 on most rows and within 1.0 on every row") {
+TEST_CASE("kimi-k3 q8_0: teacher-forced logits are bit-identical to llama.cpp's on every row") {
   check_quantized("q8_0");
 }
 
 // Q4_K matrices that llama.cpp repacks (8k rows, 2-D or expert tensors) are summed in the order of
 // its repacked GEMM (4-token groups) and GEMV, and the Q4_K/Q5_K/Q6_K/Q5_0 vec_dots as ggml's AVX2
 // code sums them: the logits come out bit-identical to llama.cpp's on all 45 rows.
-TEST_CASE("kimi-k3 q4_k_m: logits match llama.cpp within 1e-3 on most rows and within 1.0 on every row") {
+TEST_CASE("kimi-k3 q4_k_m: teacher-forced logits are bit-identical to llama.cpp's on every row") {
   check_quantized("q4_k_m");
 }
 
 TEST_CASE("sluice run on a kimi-k3 model prints llama.cpp's greedy continuation") {
   const fs::path gguf = k3_dir() / "kimi-k3-f16.gguf";
-  if (!fs::exists(gguf)) {
-    MESSAGE("skipped: " << gguf << " not found");
-    return;
-  }
+  REQUIRE_MESSAGE(fs::exists(gguf), "reference model missing: " << gguf);
   const Reference ref = load_reference("f32");
   std::string ids;
   for (int32_t t : ref.prompt) ids += (ids.empty() ? "" : ",") + std::to_string(t);
@@ -227,20 +218,17 @@ TEST_CASE("sluice run on a kimi-k3 model prints llama.cpp's greedy continuation"
 
 TEST_CASE("kimi-k3 with an F16 MLA cache or the chunked KDA prefill stays within tolerance of llama.cpp's F32 run") {
   const fs::path gguf = k3_dir() / "kimi-k3-f16.gguf";
-  if (!fs::exists(gguf)) {
-    MESSAGE("skipped: " << gguf << " not found");
-    return;
-  }
+  REQUIRE_MESSAGE(fs::exists(gguf), "reference model missing: " << gguf);
   auto model = core::KimiK3Model::load(gguf.string(), {.widen_f16_to_f32 = true});
   const Reference ref = load_reference("f32");
   const Comparison f16_kv = compare(run_teacher_forced(*model, ref, 2, {.kv_type = GgmlType::F16}), ref, 2048);
   MESSAGE(describe("f32 weights, F16 MLA cache", f16_kv, ref.gen.size()));
-  CHECK(f16_kv.max_diff <= 0.1);
+  CHECK(f16_kv.max_diff <= 4e-3);  // measured 2.1e-3
   CHECK(f16_kv.greedy_equal == static_cast<int>(ref.gen.size()));
   const Comparison chunked =
       compare(run_teacher_forced(*model, ref, 2, {.kv_type = GgmlType::F32, .chunked_kda = true}), ref, 2048);
   MESSAGE(describe("f32 weights, chunked KDA prefill", chunked, ref.gen.size()));
-  CHECK(chunked.max_diff <= 1e-3);
+  CHECK(chunked.max_diff <= 1.5e-4);  // measured 7.4e-5
   CHECK(chunked.greedy_equal == static_cast<int>(ref.gen.size()));
 }
 
@@ -278,10 +266,7 @@ class FileExperts final : public core::ExpertSource {
 
 TEST_CASE("kimi-k3 routed experts streamed from the file through ExpertSource give bit-identical logits") {
   const fs::path gguf = k3_dir() / "kimi-k3-q8_0.gguf";
-  if (!fs::exists(gguf)) {
-    MESSAGE("skipped: " << gguf << " not found");
-    return;
-  }
+  REQUIRE_MESSAGE(fs::exists(gguf), "reference model missing: " << gguf);
   auto full = core::KimiK3Model::load(gguf.string());
   auto lean = core::KimiK3Model::load(gguf.string(), {.load_routed_experts = false});
   CHECK(lean->weight_bytes() < full->weight_bytes());
@@ -301,10 +286,7 @@ TEST_CASE("kimi-k3 routed experts streamed from the file through ExpertSource gi
 
 TEST_CASE("kimi-k3 prompt split over several forward calls gives the same logits (state carried exactly)") {
   const fs::path gguf = k3_dir() / "kimi-k3-f16.gguf";
-  if (!fs::exists(gguf)) {
-    MESSAGE("skipped: " << gguf << " not found");
-    return;
-  }
+  REQUIRE_MESSAGE(fs::exists(gguf), "reference model missing: " << gguf);
   auto model = core::KimiK3Model::load(gguf.string(), {.widen_f16_to_f32 = true});
   const Reference ref = load_reference("f32");
   core::KimiK3InCoreExperts experts(*model);
@@ -320,5 +302,5 @@ TEST_CASE("kimi-k3 prompt split over several forward calls gives the same logits
         max_diff = std::max(max_diff, std::abs(double(rows[r * V + v]) - ref.logits[(i + r) * V + v]));
   }
   MESSAGE("kimi-k3 f32, prompt in chunks of 10: max|dlogit| " << max_diff);
-  CHECK(max_diff <= 1e-3);  // only summation orders differ (ggml picks its dot path by batch size)
+  CHECK(max_diff == 0);  // measured 0: the chunks sum in the same orders as one batch here
 }

@@ -149,10 +149,7 @@ TEST_CASE("KDA chunked form equals the token recurrence, across chunk edges and 
 }
 
 TEST_CASE("KDA recurrence reproduces llama.cpp's scan output bit for bit for the prompt and the first decode step") {
-  if (!have_reference()) {
-    MESSAGE("skipped: kimi-k3 reference not found");
-    return;
-  }
+  REQUIRE_MESSAGE(have_reference(), "kimi-k3 reference missing under " << test::reference_dir().string());
   const Trace trace;
   const int64_t H = 2, D = 128;
   kernels::ThreadPool pool(2);
@@ -175,10 +172,7 @@ TEST_CASE("KDA recurrence reproduces llama.cpp's scan output bit for bit for the
 }
 
 TEST_CASE("short conv with silu reproduces llama.cpp's q/k/v conv outputs bit for bit, carrying the conv state into decode") {
-  if (!have_reference()) {
-    MESSAGE("skipped: kimi-k3 reference not found");
-    return;
-  }
+  REQUIRE_MESSAGE(have_reference(), "kimi-k3 reference missing under " << test::reference_dir().string());
   const Trace trace;
   auto model = core::KimiK3Model::load((k3_dir() / "kimi-k3-f16.gguf").string(), {.widen_f16_to_f32 = true});
   const int64_t DI = model->config().d_inner(), K = model->config().d_conv;
@@ -209,10 +203,7 @@ TEST_CASE("short conv with silu reproduces llama.cpp's q/k/v conv outputs bit fo
 }
 
 TEST_CASE("residual mix reproduces llama.cpp's final mixing probabilities and result_norm bit for bit") {
-  if (!have_reference()) {
-    MESSAGE("skipped: kimi-k3 reference not found");
-    return;
-  }
+  REQUIRE_MESSAGE(have_reference(), "kimi-k3 reference missing under " << test::reference_dir().string());
   const Trace trace;
   auto model = core::KimiK3Model::load((k3_dir() / "kimi-k3-f16.gguf").string(), {.widen_f16_to_f32 = true});
   const int64_t E = model->config().n_embd;
@@ -231,10 +222,7 @@ TEST_CASE("residual mix reproduces llama.cpp's final mixing probabilities and re
 }
 
 TEST_CASE("MLA attention core (KQ, soft_max, value sum) reproduces llama.cpp's probabilities and head outputs bit for bit") {
-  if (!have_reference()) {
-    MESSAGE("skipped: kimi-k3 reference not found");
-    return;
-  }
+  REQUIRE_MESSAGE(have_reference(), "kimi-k3 reference missing under " << test::reference_dir().string());
   const Trace trace;
   auto model = core::KimiK3Model::load((k3_dir() / "kimi-k3-f16.gguf").string(), {.widen_f16_to_f32 = true});
   const core::KimiK3Config& c = model->config();
@@ -279,10 +267,7 @@ TEST_CASE("MLA attention core (KQ, soft_max, value sum) reproduces llama.cpp's p
 }
 
 TEST_CASE("dense situ FFN reproduces llama.cpp's layer-0 FFN output bit for bit") {
-  if (!have_reference()) {
-    MESSAGE("skipped: kimi-k3 reference not found");
-    return;
-  }
+  REQUIRE_MESSAGE(have_reference(), "kimi-k3 reference missing under " << test::reference_dir().string());
   const Trace trace;
   auto model = core::KimiK3Model::load((k3_dir() / "kimi-k3-f16.gguf").string(), {.widen_f16_to_f32 = true});
   const core::KimiK3Layer& L = model->layer(0);
@@ -295,10 +280,7 @@ TEST_CASE("dense situ FFN reproduces llama.cpp's layer-0 FFN output bit for bit"
 
 TEST_CASE("kimi-k3 session sizes its recurrent state and MLA cache at construction and reports them in bytes") {
   const fs::path gguf = k3_dir() / "kimi-k3-f16.gguf";
-  if (!fs::exists(gguf)) {
-    MESSAGE("skipped: " << gguf << " not found");
-    return;
-  }
+  REQUIRE_MESSAGE(fs::exists(gguf), "reference model missing: " << gguf);
   auto model = core::KimiK3Model::load(gguf.string());
   const core::KimiK3Config& c = model->config();
   CHECK(c.n_kda_layers() == 3);
@@ -325,10 +307,7 @@ TEST_CASE("kimi-k3 session sizes its recurrent state and MLA cache at constructi
 
 TEST_CASE("kimi-k3 session rejects batches it cannot evaluate, naming the limit") {
   const fs::path gguf = k3_dir() / "kimi-k3-f16.gguf";
-  if (!fs::exists(gguf)) {
-    MESSAGE("skipped: " << gguf << " not found");
-    return;
-  }
+  REQUIRE_MESSAGE(fs::exists(gguf), "reference model missing: " << gguf);
   auto model = core::KimiK3Model::load(gguf.string());
   core::KimiK3InCoreExperts experts(*model);
   kernels::ThreadPool pool(1);
@@ -373,10 +352,7 @@ TEST_CASE("real Kimi K3 dimensions give 0.43 GiB of recurrent state and 576 cach
 
 TEST_CASE("kimi-k3 loader refuses a file of another architecture") {
   const fs::path gguf = test::reference_dir() / "tiny" / "deepseek2" / "deepseek2-f16.gguf";
-  if (!fs::exists(gguf)) {
-    MESSAGE("skipped: " << gguf << " not found");
-    return;
-  }
+  REQUIRE_MESSAGE(fs::exists(gguf), "reference model missing: " << gguf);
   try {
     core::KimiK3Model::load(gguf.string());
     FAIL("loaded a deepseek2 file as kimi-k3");

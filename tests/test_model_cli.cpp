@@ -28,6 +28,12 @@ TEST_CASE("sluice run reproduces llama.cpp's greedy continuation and logits from
     std::memcpy(logits.data(), bytes.data(), logits.size() * 4);
     const double d = max_abs_diff(logits, m.logits);
     MESSAGE(std::string(arch) << ": sluice run --logits-out vs llama.cpp f32: max |logit diff| " << d);
-    CHECK(d <= 1e-3);
+    // Measured: 0 for llama-moe (asserted bit-identical), 7.6e-6 for deepseek2 (bound ~2x that).
+    if (std::string(arch) == "llama-moe") {
+      REQUIRE(bytes.size() == m.logits.size() * 4);
+      CHECK(std::memcmp(bytes.data(), m.logits.data(), bytes.size()) == 0);
+    } else {
+      CHECK(d <= 1.5e-5);
+    }
   }
 }
