@@ -131,9 +131,8 @@ TEST_CASE("split files give the unsplit file's logits bit for bit, in core and o
           const std::vector<float> got = teacher_forced(split, m);
           REQUIRE(got.size() == want.size());
           CHECK(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)) == 0);
-          if (!in_core) {
-            CHECK(split.cache()->stats().total.bytes_read == whole.cache()->stats().total.bytes_read);
-          }
+          // (Bytes read are not compared: speculative prefetch depends on timing.)
+          if (!in_core) CHECK(split.cache()->stats().total.evictions > 0);
         }
       }
       // And llama.cpp's tokens and routing, as for the unsplit file.
