@@ -2,8 +2,8 @@
 // them uses (golden logits, free-running greedy, out-of-core engine, prefetch, GPU engine), so
 // the suites cannot drift apart or cover a subset.
 //
-// supported_reference_models() names every file sluice loads today, unsupported_reference_files()
-// those it refuses (split files). tests/test_cli_greedy.cpp asserts that these two lists plus
+// supported_reference_models() names every model file, split_part_files() the gguf-split parts
+// (each opens its whole set). tests/test_cli_greedy.cpp asserts that these two lists plus
 // non_model_reference_files() are exactly the .gguf files on disk: a file added to the reference set fails that
 // test until it is listed here, and a listed file that disappears fails every suite that runs it.
 #pragma once
@@ -52,22 +52,18 @@ inline std::vector<ReferenceModel> llama_family_reference_models() {
   return out;
 }
 
-// Files under reference_dir() that sluice refuses today, with a piece of the one-line refusal:
-// llama-gguf-split parts (the first part lacks the other parts' tensors; the others have no
-// architecture key).
-struct UnsupportedFile {
-  const char* file;
-  const char* refusal;
-};
-inline const std::vector<UnsupportedFile>& unsupported_reference_files() {
-  static const std::vector<UnsupportedFile> files{
-      {"tiny/deepseek2/split/deepseek2-q4_k_m-00001-of-00003.gguf", "missing tensor"},
-      {"tiny/deepseek2/split/deepseek2-q4_k_m-00002-of-00003.gguf", "is not supported"},
-      {"tiny/deepseek2/split/deepseek2-q4_k_m-00003-of-00003.gguf", "is not supported"},
-      {"tiny/deepseek2/split/by-size/deepseek2-q4_k_m-00001-of-00004.gguf", "missing tensor"},
-      {"tiny/deepseek2/split/by-size/deepseek2-q4_k_m-00002-of-00004.gguf", "is not supported"},
-      {"tiny/deepseek2/split/by-size/deepseek2-q4_k_m-00003-of-00004.gguf", "is not supported"},
-      {"tiny/deepseek2/split/by-size/deepseek2-q4_k_m-00004-of-00004.gguf", "is not supported"},
+// llama-gguf-split parts of deepseek2-q4_k_m (../shared/reference/tiny/deepseek2/split): any
+// part's path opens the whole set, which equals the unsplit file (tests/test_split_model.cpp
+// compares logits bit for bit; tests/test_cli_greedy.cpp runs each part through the CLI).
+inline const std::vector<std::string>& split_part_files() {
+  static const std::vector<std::string> files{
+      "tiny/deepseek2/split/deepseek2-q4_k_m-00001-of-00003.gguf",
+      "tiny/deepseek2/split/deepseek2-q4_k_m-00002-of-00003.gguf",
+      "tiny/deepseek2/split/deepseek2-q4_k_m-00003-of-00003.gguf",
+      "tiny/deepseek2/split/by-size/deepseek2-q4_k_m-00001-of-00004.gguf",
+      "tiny/deepseek2/split/by-size/deepseek2-q4_k_m-00002-of-00004.gguf",
+      "tiny/deepseek2/split/by-size/deepseek2-q4_k_m-00003-of-00004.gguf",
+      "tiny/deepseek2/split/by-size/deepseek2-q4_k_m-00004-of-00004.gguf",
   };
   return files;
 }

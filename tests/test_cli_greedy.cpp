@@ -2,7 +2,7 @@
 // every reference model file sluice loads, `sluice run --kv-type f32 --temp 0` from llama.cpp's
 // prompt ids prints llama.cpp's 16 greedy pieces, and its own logits (--logits-out) pick
 // llama.cpp's token ids. Plus the bookkeeping that keeps tests/reference_files.h honest: the
-// listed files are exactly those on disk, and the unsupported ones are refused as unsupported.
+// listed files are exactly those on disk, and each gguf-split part runs as its whole set.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -83,28 +83,30 @@ void check_greedy(const fs::path& model, const fs::path& manifest, bool widen) {
 TEST_CASE("the reference model lists name exactly the GGUF files in ../shared/reference") {
   const std::vector<std::string> on_disk = reference_gguf_files_on_disk();
   std::vector<std::string> listed;
-  for (const auto& u : unsupported_reference_files()) listed.push_back(u.file);
+  for (const auto& f : split_part_files()) listed.push_back(f);
   for (const auto& f : non_model_reference_files()) listed.push_back(f);
   for (const ReferenceModel& m : supported_reference_models()) listed.push_back(std::string(m.stem) + ".gguf");
   std::sort(listed.begin(), listed.end());
   std::vector<std::string> unlisted, missing;
   std::set_difference(on_disk.begin(), on_disk.end(), listed.begin(), listed.end(), std::back_inserter(unlisted));
   std::set_difference(listed.begin(), listed.end(), on_disk.begin(), on_disk.end(), std::back_inserter(missing));
-  INFO("on disk but in no list of tests/reference_files.h (add it to the supported or unsupported list):",
+  INFO("on disk but in no list of tests/reference_files.h (add it to the supported or split-part list):",
        listing(unlisted));
   INFO("listed but absent from ", reference_dir().string(), ":", listing(missing));
   CHECK(unlisted.empty());
   CHECK(missing.empty());
 }
 
-TEST_CASE("sluice run refuses each reference file it does not support yet, in one line saying why") {
-  // When one of these starts to load, move it to the supported list so every suite covers it.
-  for (const UnsupportedFile& u : unsupported_reference_files()) {
-    CAPTURE(std::string(u.file));
-    const CommandResult r = run_sluice("run -m '" + (reference_dir() / u.file).string() + "' --tokens 1 -n 1 --in-core");
-    CHECK(r.exit_code == 1);
-    CHECK(r.err.find(u.refusal) != std::string::npos);
-    CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+TEST_CASE("sluice run on any gguf-split part prints the unsplit file's text") {
+  const std::string prompt = " -p 'The quick brown fox' -n 8 --temp 0 --kv-type f32 --in-core";
+  const CommandResult whole = run_sluice("run -m '" + (reference_dir() / "tiny/deepseek2/deepseek2-q4_k_m.gguf").string() + "'" + prompt);
+  REQUIRE(whole.exit_code == 0);
+  for (const std::string& part : split_part_files()) {
+    CAPTURE(part);
+    const CommandResult r = run_sluice("run -m '" + (reference_dir() / part).string() + "'" + prompt);
+    INFO(r.err);
+    CHECK(r.exit_code == 0);
+    CHECK(r.out == whole.out);
   }
 }
 
