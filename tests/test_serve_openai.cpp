@@ -29,10 +29,9 @@ std::string shell_quote(const std::string& s) {
 }  // namespace
 
 TEST_CASE("the openai npm client gets sluice run's greedy text, streaming and not") {
-  if (std::system("node --version >/dev/null 2>&1") != 0 || !std::filesystem::exists(node_modules() / "openai")) {
-    MESSAGE("skipped: node or the openai package is absent (scripts/setup installs it into tests/node)");
-    return;
-  }
+  // A missing tool fails the test (scripts/setup installs node and the openai package into tests/node).
+  REQUIRE_MESSAGE(std::system("node --version >/dev/null 2>&1") == 0, "node is missing: run scripts/setup");
+  REQUIRE_MESSAGE(std::filesystem::exists(node_modules() / "openai"), "the openai npm package is missing: run scripts/setup");
   const std::string model = (tiny_dir("qwen3moe") / "qwen3moe-q4_k_m.gguf").string();
   const json messages = json::array({{{"role", "user"}, {"content", "Write a haiku about disks."}}});
   const int n = 12;
