@@ -29,4 +29,26 @@ set(CPACK_DEBIAN_PACKAGE_SECTION science)
 # checks every library ldd lists against this). A CUDA build also needs NVIDIA's CUDA runtime
 # (libcudart), which Debian does not package; it is not listed.
 set(CPACK_DEBIAN_PACKAGE_DEPENDS "libc6, libgcc-s1, libstdc++6, liburing2, libxxhash0, libpcre2-8-0")
+# A sanitizer build (scripts/test packages it too) links GCC's shared sanitizer runtimes: name
+# the Debian packages that own them (libasan8, libubsan1, libtsan2 with GCC 12), asked of the
+# compiler and dpkg so another GCC version names its own. Clang links its runtimes statically.
+set(sluice_sanitizer_runtimes)
+if(SLUICE_SANITIZE STREQUAL "address")
+  set(sluice_sanitizer_runtimes libasan.so libubsan.so)
+elseif(SLUICE_SANITIZE STREQUAL "thread")
+  set(sluice_sanitizer_runtimes libtsan.so)
+endif()
+foreach(runtime IN LISTS sluice_sanitizer_runtimes)
+  execute_process(COMMAND ${CMAKE_CXX_COMPILER} -print-file-name=${runtime} OUTPUT_VARIABLE runtime_path
+                  OUTPUT_STRIP_TRAILING_WHITESPACE)
+  if(NOT IS_ABSOLUTE "${runtime_path}")
+    continue()  # not a shared runtime of this compiler
+  endif()
+  file(REAL_PATH "${runtime_path}" runtime_path)
+  execute_process(COMMAND dpkg -S "${runtime_path}" OUTPUT_VARIABLE owner ERROR_QUIET OUTPUT_STRIP_TRAILING_WHITESPACE)
+  string(REGEX REPLACE ":.*" "" owner "${owner}")
+  if(owner)
+    string(APPEND CPACK_DEBIAN_PACKAGE_DEPENDS ", ${owner}")
+  endif()
+endforeach()
 include(CPack)
