@@ -118,7 +118,7 @@ TEST_CASE("speculative bytes in flight stay within the byte cap, and one read ma
   }
 }
 
-TEST_CASE("a prefetched shard evicted before any use is counted as unused; one used after landing as hidden") {
+TEST_CASE("a prefetched shard evicted before any use is counted as unused, one used after landing as hidden") {
   CacheFixture fx(1, 8, false);
   TestReader reader(fx.path.string());
   ShardCacheOptions o = options(4);

@@ -169,7 +169,7 @@ TEST_CASE("sluice run on any part prints the unsplit file's text and logits, in 
   }
 }
 
-TEST_CASE("inspect lists a split model's parts; --json adds parts and each tensor's part") {
+TEST_CASE("inspect lists a split model's parts, and --json adds parts and each tensor's part") {
   const auto set = reference_sets()[0];
   const auto r = run_sluice("inspect --json --tensors '" + set.parts[1] + "'");
   REQUIRE_MESSAGE(r.exit_code == 0, r.err);
