@@ -1,0 +1,38 @@
+// AVX-512 kernels (defined in *_avx512.cpp, compiled with -mavx512f -mavx512bw -mavx512vl
+// -mavx512vnni and the AVX2 flags). Same contracts as the AVX2 versions in avx2.h and bit-identical
+// to them; x2/x4/x8 are the multi-row versions (VecDotMultiFn), bit-identical per row to the one-row
+// kernel. Never call them without checking the CPU (dispatch.cpp does).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace sluice::kernels::cpu::avx512 {
+
+#define SLUICE_AVX512_DOT_DECL(type)                                                                \
+  float vec_dot_##type(const void* w, const void* act, int64_t n);                                  \
+  void vec_dot_##type##_x2(const void* w, const void* act, size_t stride, int64_t n, float* out); \
+  void vec_dot_##type##_x4(const void* w, const void* act, size_t stride, int64_t n, float* out); \
+  void vec_dot_##type##_x8(const void* w, const void* act, size_t stride, int64_t n, float* out);
+SLUICE_AVX512_DOT_DECL(q2_k)
+SLUICE_AVX512_DOT_DECL(q3_k)
+SLUICE_AVX512_DOT_DECL(q4_k)
+SLUICE_AVX512_DOT_DECL(q5_k)
+SLUICE_AVX512_DOT_DECL(q6_k)
+SLUICE_AVX512_DOT_DECL(q8_0)
+SLUICE_AVX512_DOT_DECL(q4_0)
+SLUICE_AVX512_DOT_DECL(q4_1)
+SLUICE_AVX512_DOT_DECL(q5_0)
+SLUICE_AVX512_DOT_DECL(q5_1)
+SLUICE_AVX512_DOT_DECL(mxfp4)
+SLUICE_AVX512_DOT_DECL(iq4_nl)
+#undef SLUICE_AVX512_DOT_DECL
+
+float vec_dot_q4_k_repack(const void* w, const void* act, int64_t n);
+float vec_dot_q4_k_repack_gemm(const void* w, const void* act, int64_t n);
+void vec_dot_q4_k_repack_x2(const void* w, const void* act, size_t stride, int64_t n, float* out);
+void vec_dot_q4_k_repack_x4(const void* w, const void* act, size_t stride, int64_t n, float* out);
+void vec_dot_q4_k_repack_gemm_x2(const void* w, const void* act, size_t stride, int64_t n, float* out);
+void vec_dot_q4_k_repack_gemm_x4(const void* w, const void* act, size_t stride, int64_t n, float* out);
+
+}  // namespace sluice::kernels::cpu::avx512
