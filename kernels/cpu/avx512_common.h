@@ -13,6 +13,7 @@
 // unmasked forms, which -Wmaybe-uninitialized flags wherever they inline (GCC bug 105593, fixed in
 // 12.3). Off for the *_avx512.cpp files, which include this header first.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 
 #include <immintrin.h>
 

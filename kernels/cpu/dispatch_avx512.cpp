@@ -34,6 +34,18 @@ void add_avx512_kernels(KernelTable& t) {
        avx512::vec_dot_mxfp4_x8},
       {GgmlType::IQ4_NL, avx512::vec_dot_iq4_nl, avx512::vec_dot_iq4_nl_x2, avx512::vec_dot_iq4_nl_x4,
        avx512::vec_dot_iq4_nl_x8},
+      {GgmlType::IQ4_XS, avx512::vec_dot_iq4_xs, avx512::vec_dot_iq4_xs_x2, avx512::vec_dot_iq4_xs_x4,
+       avx512::vec_dot_iq4_xs_x8},
+      {GgmlType::IQ2_XXS, avx512::vec_dot_iq2_xxs, avx512::vec_dot_iq2_xxs_x2, avx512::vec_dot_iq2_xxs_x4,
+       avx512::vec_dot_iq2_xxs_x8},
+      {GgmlType::IQ2_XS, avx512::vec_dot_iq2_xs, avx512::vec_dot_iq2_xs_x2, avx512::vec_dot_iq2_xs_x4,
+       avx512::vec_dot_iq2_xs_x8},
+      {GgmlType::IQ2_S, avx512::vec_dot_iq2_s, avx512::vec_dot_iq2_s_x2, avx512::vec_dot_iq2_s_x4,
+       avx512::vec_dot_iq2_s_x8},
+      {GgmlType::IQ3_XXS, avx512::vec_dot_iq3_xxs, avx512::vec_dot_iq3_xxs_x2, avx512::vec_dot_iq3_xxs_x4,
+       avx512::vec_dot_iq3_xxs_x8},
+      {GgmlType::IQ3_S, avx512::vec_dot_iq3_s, avx512::vec_dot_iq3_s_x2, avx512::vec_dot_iq3_s_x4,
+       avx512::vec_dot_iq3_s_x8},
   };
   for (const auto& k : dots) {
     t.vec_dot[size_t(k.type)] = k.one;
