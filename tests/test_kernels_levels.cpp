@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "common/error.h"
 #include "kernels/cpu/dispatch.h"
 #include "kernels/quant.h"
 #include "kernels/random_blocks.h"
@@ -180,25 +181,21 @@ TEST_CASE("every kernel level's dots, one-row and multi-row, equal the reference
             VecDotFn ref = nullptr;
             for (const Order& r : orders_of(k == avx2 || scalar_is_x86_order(type) ? scalar : *avx2, type))
               if (std::string(r.name) == o.name) ref = r.one;
-            REQUIRE(ref != nullptr);
+            REQUIRE((ref != nullptr));
             std::vector<float> expected(8);
             for (int t = 0; t < 8; ++t) expected[size_t(t)] = ref(w.data(), act.data() + size_t(t) * act_row, n);
-            INFO("level " << k->isa << " type " << sluice::ggml_type_name(type) << " n=" << n << " seed " << seed);
+            INFO("level " << std::string(k->isa) << " type " << sluice::ggml_type_name(type) << " n=" << n << " seed " << seed);
             if (k == avx2 && !scalar_is_x86_order(type)) {
-              // avx2 against scalar: ggml's x86 order, close but not equal. Its widths against its
-              // own one-row result.
-              for (int t = 0; t < 8; ++t) {
-                const float a = o.one(w.data(), act.data() + size_t(t) * act_row, n), b = expected[size_t(t)];
-                CHECK(double(a - b) * double(a - b) <= 1e-10 * std::max(1e-30, double(b) * double(b)));
-                expected[size_t(t)] = a;
-              }
+              // avx2 against scalar: ggml's x86 order, close but not equal (test_kernels_vec_dot
+              // holds it to normalized MSE 1e-10). Here its widths against its own one-row result.
+              for (int t = 0; t < 8; ++t) expected[size_t(t)] = o.one(w.data(), act.data() + size_t(t) * act_row, n);
             }
             widths += check_widths(o, w.data(), act, act_row, n, expected);
           }
         }
       }
     }
-    MESSAGE("level " << k->isa << ": " << widths << " (type, order, size, width) combinations equal to the bit");
+    MESSAGE("level " << std::string(k->isa) << ": " << widths << " (type, order, size, width) combinations equal to the bit");
     CHECK(widths > 0);
     ++levels_checked;
   }
@@ -232,9 +229,9 @@ TEST_CASE("every kernel level's dots equal the reference level's to the bit on t
           VecDotFn rf = nullptr;
           for (const Order& r : orders_of(reference, info.type))
             if (std::string(r.name) == o.name) rf = r.one;
-          REQUIRE(rf != nullptr);
+          REQUIRE((rf != nullptr));
           for (size_t r = 0; r < entry["dots"].size(); ++r) {
-            INFO(stem << " type " << name << " row " << r << " level " << k->isa);
+            INFO(stem << " type " << name << " row " << r << " level " << std::string(k->isa));
             const std::byte* w = bytes.data() + r * info.row_bytes;
             const std::vector<float> expected(8, rf(w, act.data(), info.ne[0]));
             check_widths(o, w, act, act_row, info.ne[0], expected);
