@@ -120,7 +120,7 @@ TEST_CASE("AVX2 and AVX-512 Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K and Q6_K do
       if (k == &scalar()) continue;
       const auto act = quantize_with(*k, sluice::kernels::vec_dot_type(t.type), activation);
       for (size_t r = 0; r < entry["dots"].size(); ++r) {
-        INFO("type " << std::string(name) << " row " << r << " isa " << k->isa);
+        INFO("type " << std::string(name) << " row " << r << " isa " << std::string(k->isa));
         const float expected = entry["dots"][r][0].get<float>();
         CHECK(k->vec_dot[size_t(t.type)](bytes.data() + r * t.row_bytes, act.data(), t.ne[0]) == expected);
       }
