@@ -9,36 +9,35 @@
 
 namespace sluice::kernels::cpu::avx512 {
 
-#define SLUICE_AVX512_DOT_DECL(type)                                                                \
-  float vec_dot_##type(const void* w, const void* act, int64_t n);                                  \
+// One-row kernels: installed only where they measured faster than AVX2's.
+float vec_dot_q2_k(const void* w, const void* act, int64_t n);
+float vec_dot_q4_k(const void* w, const void* act, int64_t n);
+float vec_dot_q6_k(const void* w, const void* act, int64_t n);
+float vec_dot_iq4_xs(const void* w, const void* act, int64_t n);
+float vec_dot_q4_k_repack(const void* w, const void* act, int64_t n);
+
+// Multi-row kernels, bit-identical per row to the one-row kernel in the table (AVX2's or the
+// AVX-512 one above).
+#define SLUICE_AVX512_MULTI_DECL(type)                                                              \
   void vec_dot_##type##_x2(const void* w, const void* act, size_t stride, int64_t n, float* out); \
   void vec_dot_##type##_x4(const void* w, const void* act, size_t stride, int64_t n, float* out); \
   void vec_dot_##type##_x8(const void* w, const void* act, size_t stride, int64_t n, float* out);
-SLUICE_AVX512_DOT_DECL(q2_k)
-SLUICE_AVX512_DOT_DECL(q3_k)
-SLUICE_AVX512_DOT_DECL(q4_k)
-SLUICE_AVX512_DOT_DECL(q5_k)
-SLUICE_AVX512_DOT_DECL(q6_k)
-SLUICE_AVX512_DOT_DECL(q8_0)
-SLUICE_AVX512_DOT_DECL(q4_0)
-SLUICE_AVX512_DOT_DECL(q4_1)
-SLUICE_AVX512_DOT_DECL(q5_0)
-SLUICE_AVX512_DOT_DECL(q5_1)
-SLUICE_AVX512_DOT_DECL(mxfp4)
-SLUICE_AVX512_DOT_DECL(iq4_nl)
-SLUICE_AVX512_DOT_DECL(iq4_xs)
-SLUICE_AVX512_DOT_DECL(iq2_xxs)
-SLUICE_AVX512_DOT_DECL(iq2_xs)
-SLUICE_AVX512_DOT_DECL(iq2_s)
-SLUICE_AVX512_DOT_DECL(iq3_xxs)
-SLUICE_AVX512_DOT_DECL(iq3_s)
-#undef SLUICE_AVX512_DOT_DECL
+SLUICE_AVX512_MULTI_DECL(q2_k)
+SLUICE_AVX512_MULTI_DECL(q3_k)
+SLUICE_AVX512_MULTI_DECL(q4_k)
+SLUICE_AVX512_MULTI_DECL(q5_k)
+SLUICE_AVX512_MULTI_DECL(q6_k)
+SLUICE_AVX512_MULTI_DECL(q8_0)
+SLUICE_AVX512_MULTI_DECL(q4_0)
+SLUICE_AVX512_MULTI_DECL(q4_1)
+SLUICE_AVX512_MULTI_DECL(q5_0)
+SLUICE_AVX512_MULTI_DECL(q5_1)
+SLUICE_AVX512_MULTI_DECL(mxfp4)
+SLUICE_AVX512_MULTI_DECL(iq4_nl)
+SLUICE_AVX512_MULTI_DECL(iq4_xs)
+#undef SLUICE_AVX512_MULTI_DECL
 
-float vec_dot_q4_k_repack(const void* w, const void* act, int64_t n);
-float vec_dot_q4_k_repack_gemm(const void* w, const void* act, int64_t n);
 void vec_dot_q4_k_repack_x2(const void* w, const void* act, size_t stride, int64_t n, float* out);
 void vec_dot_q4_k_repack_x4(const void* w, const void* act, size_t stride, int64_t n, float* out);
-void vec_dot_q4_k_repack_gemm_x2(const void* w, const void* act, size_t stride, int64_t n, float* out);
-void vec_dot_q4_k_repack_gemm_x4(const void* w, const void* act, size_t stride, int64_t n, float* out);
 
 }  // namespace sluice::kernels::cpu::avx512

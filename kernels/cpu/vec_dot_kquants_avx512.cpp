@@ -95,9 +95,10 @@ void q4_k_dots(const void* w, const void* act, size_t act_stride, int64_t n, flo
   }
 }
 
-// llama.cpp's repacked Q4_K GEMV (kPairsPerGroup 4) and 4-row GEMM (1) orders: per group of
-// sub-block pairs one exact integer sum and one min sum, each accumulated by one fma (the scalar
-// q4_k_repack_order; the AVX2 kernel's vector fmas are the same per-lane single roundings).
+// llama.cpp's repacked Q4_K GEMV order (kPairsPerGroup 4; 1 would be the 4-row GEMM's, which
+// stays AVX2: its per-pair reductions measured slower here): per group of sub-block pairs one
+// exact integer sum and one min sum, each accumulated by one fma (the scalar q4_k_repack_order;
+// the AVX2 kernel's vector fmas are the same per-lane single roundings).
 template <int kPairsPerGroup, int NT>
 void q4_k_repack_dots(const void* w, const void* act, size_t act_stride, int64_t n, float* out) {
   const auto* x = static_cast<const BlockQ4_K*>(w);
@@ -301,39 +302,35 @@ void q3_k_dots(const void* w, const void* act, size_t act_stride, int64_t n, flo
 
 }  // namespace
 
-#define SLUICE_KQUANT_AVX512(name, kernel)                                                       \
-  float vec_dot_##name(const void* w, const void* act, int64_t n) { return one_row<kernel<1>>(w, act, n); } \
-  void vec_dot_##name##_x2(const void* w, const void* act, size_t stride, int64_t n, float* out) {        \
-    kernel<2>(w, act, stride, n, out);                                                            \
-  }                                                                                               \
-  void vec_dot_##name##_x4(const void* w, const void* act, size_t stride, int64_t n, float* out) {        \
-    kernel<4>(w, act, stride, n, out);                                                            \
-  }                                                                                               \
-  void vec_dot_##name##_x8(const void* w, const void* act, size_t stride, int64_t n, float* out) {        \
-    kernel<8>(w, act, stride, n, out);                                                            \
+// Installed where measured faster than AVX2 (dispatch_avx512.cpp): the one-row kernels of Q2_K,
+// Q4_K and Q6_K, the multi-row ones of all five, and the repacked GEMV order of Q4_K.
+float vec_dot_q2_k(const void* w, const void* act, int64_t n) { return one_row<q2_k_dots<1>>(w, act, n); }
+float vec_dot_q4_k(const void* w, const void* act, int64_t n) { return one_row<q4_k_dots<1>>(w, act, n); }
+float vec_dot_q6_k(const void* w, const void* act, int64_t n) { return one_row<q6_k_dots<1>>(w, act, n); }
+
+#define SLUICE_KQUANT_AVX512_MULTI(name, kernel)                                                  \
+  void vec_dot_##name##_x2(const void* w, const void* act, size_t stride, int64_t n, float* out) { \
+    kernel<2>(w, act, stride, n, out);                                                              \
+  }                                                                                                 \
+  void vec_dot_##name##_x4(const void* w, const void* act, size_t stride, int64_t n, float* out) { \
+    kernel<4>(w, act, stride, n, out);                                                              \
+  }                                                                                                 \
+  void vec_dot_##name##_x8(const void* w, const void* act, size_t stride, int64_t n, float* out) { \
+    kernel<8>(w, act, stride, n, out);                                                              \
   }
-SLUICE_KQUANT_AVX512(q2_k, q2_k_dots)
-SLUICE_KQUANT_AVX512(q3_k, q3_k_dots)
-SLUICE_KQUANT_AVX512(q4_k, q4_k_dots)
-SLUICE_KQUANT_AVX512(q5_k, q5_k_dots)
-SLUICE_KQUANT_AVX512(q6_k, q6_k_dots)
-#undef SLUICE_KQUANT_AVX512
+SLUICE_KQUANT_AVX512_MULTI(q2_k, q2_k_dots)
+SLUICE_KQUANT_AVX512_MULTI(q3_k, q3_k_dots)
+SLUICE_KQUANT_AVX512_MULTI(q4_k, q4_k_dots)
+SLUICE_KQUANT_AVX512_MULTI(q5_k, q5_k_dots)
+SLUICE_KQUANT_AVX512_MULTI(q6_k, q6_k_dots)
+#undef SLUICE_KQUANT_AVX512_MULTI
 
 float vec_dot_q4_k_repack(const void* w, const void* act, int64_t n) { return one_row<q4_k_repack_dots<4, 1>>(w, act, n); }
-float vec_dot_q4_k_repack_gemm(const void* w, const void* act, int64_t n) {
-  return one_row<q4_k_repack_dots<1, 1>>(w, act, n);
-}
 void vec_dot_q4_k_repack_x2(const void* w, const void* act, size_t stride, int64_t n, float* out) {
   q4_k_repack_dots<4, 2>(w, act, stride, n, out);
 }
 void vec_dot_q4_k_repack_x4(const void* w, const void* act, size_t stride, int64_t n, float* out) {
   q4_k_repack_dots<4, 4>(w, act, stride, n, out);
-}
-void vec_dot_q4_k_repack_gemm_x2(const void* w, const void* act, size_t stride, int64_t n, float* out) {
-  q4_k_repack_dots<1, 2>(w, act, stride, n, out);
-}
-void vec_dot_q4_k_repack_gemm_x4(const void* w, const void* act, size_t stride, int64_t n, float* out) {
-  q4_k_repack_dots<1, 4>(w, act, stride, n, out);
 }
 
 }  // namespace sluice::kernels::cpu::avx512

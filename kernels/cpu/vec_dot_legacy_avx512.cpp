@@ -146,8 +146,9 @@ void q5_1_dots(const void* w, const void* act, size_t act_stride, int64_t n, flo
 
 }  // namespace
 
+// Multi-row only: the one-row kernels measured no faster than AVX2's (a block's fma chain, not
+// the integer work, bounds them), so dispatch keeps AVX2's, which these equal row by row.
 #define SLUICE_LEGACY_AVX512(name)                                                                 \
-  float vec_dot_##name(const void* w, const void* act, int64_t n) { return one_row<name##_dots<1>>(w, act, n); } \
   void vec_dot_##name##_x2(const void* w, const void* act, size_t stride, int64_t n, float* out) {  \
     name##_dots<2>(w, act, stride, n, out);                                                          \
   }                                                                                                  \
