@@ -14,6 +14,7 @@ float vec_dot_q2_k(const void* w, const void* act, int64_t n);
 float vec_dot_q4_k(const void* w, const void* act, int64_t n);
 float vec_dot_q6_k(const void* w, const void* act, int64_t n);
 float vec_dot_iq4_xs(const void* w, const void* act, int64_t n);
+float vec_dot_tq2_0(const void* w, const void* act, int64_t n);
 float vec_dot_q4_k_repack(const void* w, const void* act, int64_t n);
 
 // Multi-row kernels, bit-identical per row to the one-row kernel in the table (AVX2's or the
@@ -35,6 +36,7 @@ SLUICE_AVX512_MULTI_DECL(q5_1)
 SLUICE_AVX512_MULTI_DECL(mxfp4)
 SLUICE_AVX512_MULTI_DECL(iq4_nl)
 SLUICE_AVX512_MULTI_DECL(iq4_xs)
+SLUICE_AVX512_MULTI_DECL(tq2_0)
 #undef SLUICE_AVX512_MULTI_DECL
 
 void vec_dot_q4_k_repack_x2(const void* w, const void* act, size_t stride, int64_t n, float* out);

@@ -17,6 +17,7 @@ void add_avx512_kernels(KernelTable& t) {
   t.vec_dot[size_t(GgmlType::Q4_K)] = avx512::vec_dot_q4_k;
   t.vec_dot[size_t(GgmlType::Q6_K)] = avx512::vec_dot_q6_k;
   t.vec_dot[size_t(GgmlType::IQ4_XS)] = avx512::vec_dot_iq4_xs;
+  t.vec_dot[size_t(GgmlType::TQ2_0)] = avx512::vec_dot_tq2_0;
   // Multi-row: x2, x4 and x8 (32 vector registers leave room for eight rows' accumulators; Q5_K's
   // x8 measured no faster than two x4 calls).
   const struct {
@@ -36,6 +37,7 @@ void add_avx512_kernels(KernelTable& t) {
       {GgmlType::MXFP4, avx512::vec_dot_mxfp4_x2, avx512::vec_dot_mxfp4_x4, avx512::vec_dot_mxfp4_x8},
       {GgmlType::IQ4_NL, avx512::vec_dot_iq4_nl_x2, avx512::vec_dot_iq4_nl_x4, avx512::vec_dot_iq4_nl_x8},
       {GgmlType::IQ4_XS, avx512::vec_dot_iq4_xs_x2, avx512::vec_dot_iq4_xs_x4, avx512::vec_dot_iq4_xs_x8},
+      {GgmlType::TQ2_0, avx512::vec_dot_tq2_0_x2, avx512::vec_dot_tq2_0_x4, avx512::vec_dot_tq2_0_x8},
   };
   for (const auto& k : multi) {
     t.vec_dot_multi[size_t(k.type)][0] = k.x2;
