@@ -41,7 +41,10 @@ TEST_CASE("sluice doctor --json reports every check, the kernel level and a reco
   }
   CHECK(names == std::vector<std::string>{"io_uring", "o_direct", "memlock", "cgroup", "cpu", "disk"});
   const std::string level = j.at("kernel_level").get<std::string>();
-  CHECK(level == (cpu_has("avx2") && cpu_has("fma") ? "avx2" : "scalar"));
+  const bool avx2 = cpu_has("avx2") && cpu_has("fma");
+  const bool avx512 = avx2 && cpu_has("avx512f") && cpu_has("avx512bw") && cpu_has("avx512vl") &&
+                      cpu_has("avx512dq") && cpu_has("avx512_vnni");
+  CHECK(level == (avx512 ? "avx512_vnni" : avx2 ? "avx2" : "scalar"));
   const auto& rec = j.at("recommendation");
   // A 6 MB file fits in any machine that runs this suite.
   CHECK(rec.at("in_core").get<bool>());

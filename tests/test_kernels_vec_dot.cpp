@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cmath>
 #include <map>
 #include <cstring>
@@ -99,8 +100,8 @@ TEST_CASE("vec_dot of the imatrix i-quant reference rows matches ggml's CPU resu
 
 // llama.cpp's logits on k-quant models depend on the last bit of every dot: the AVX2 kernels of the
 // types the reference models use through vec_dot (not repacked on x86) sum as ggml's AVX2 code does.
-TEST_CASE("AVX2 Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K and Q6_K dots equal ggml's CPU vec_dot to the bit") {
-  if (std::string(best().isa) != "avx2") {
+TEST_CASE("AVX2 and AVX-512 Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K and Q6_K dots equal ggml's CPU vec_dot to the bit") {
+  if (sluice::kernels::cpu::kernel_levels().size() < 2) {
     MESSAGE("skipped: no AVX2 on this CPU");
     return;
   }
@@ -115,11 +116,14 @@ TEST_CASE("AVX2 Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K and Q6_K dots equal ggm
     const auto& entry = ref["types"][name];
     const auto& t = file.tensor(entry["tensor"].get<std::string>());
     const auto bytes = read_tensor_bytes(reader, t);
-    const auto act = quantize_with(best(), sluice::kernels::vec_dot_type(t.type), activation);
-    for (size_t r = 0; r < entry["dots"].size(); ++r) {
-      INFO("type " << std::string(name) << " row " << r);
-      const float expected = entry["dots"][r][0].get<float>();
-      CHECK(best().vec_dot[size_t(t.type)](bytes.data() + r * t.row_bytes, act.data(), t.ne[0]) == expected);
+    for (const KernelTable* k : sluice::kernels::cpu::kernel_levels()) {
+      if (k == &scalar()) continue;
+      const auto act = quantize_with(*k, sluice::kernels::vec_dot_type(t.type), activation);
+      for (size_t r = 0; r < entry["dots"].size(); ++r) {
+        INFO("type " << std::string(name) << " row " << r << " isa " << std::string(k->isa));
+        const float expected = entry["dots"][r][0].get<float>();
+        CHECK(k->vec_dot[size_t(t.type)](bytes.data() + r * t.row_bytes, act.data(), t.ne[0]) == expected);
+      }
     }
   }
 }
@@ -253,11 +257,15 @@ TEST_CASE("the reference quantizers reproduce constant and all-zero rows") {
   }
 }
 
-TEST_CASE("the dispatch table uses AVX2 kernels on a CPU that has AVX2, FMA and F16C") {
+TEST_CASE("the dispatch table uses AVX2 kernels on a CPU that has AVX2, FMA and F16C, AVX-512 ones with AVX-512 VNNI") {
   __builtin_cpu_init();
   const bool has_avx2 =
       __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
-  CHECK(std::string(best().isa) == (has_avx2 ? "avx2" : "scalar"));
+  const bool has_avx512 = has_avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                          __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+                          __builtin_cpu_supports("avx512vnni");
+  if (std::getenv("SLUICE_KERNELS") == nullptr)
+    CHECK(std::string(best().isa) == (has_avx512 ? "avx512_vnni" : has_avx2 ? "avx2" : "scalar"));
   CHECK(std::string(scalar().isa) == "scalar");
 }
 

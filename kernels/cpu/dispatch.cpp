@@ -4,6 +4,12 @@
 #endif
 #include "kernels/cpu/dispatch.h"
 
+#include <algorithm>
+#include <cstdlib>
+#include <string>
+#include <string_view>
+
+#include "common/error.h"
 #include "common/ggml_type.h"
 #include "kernels/cpu/scalar.h"
 #include "kernels/cpu/scalar_iq.h"
@@ -65,15 +71,49 @@ static bool cpu_has_f16c() {
 }
 #endif
 
-KernelTable make_best_table() {
-  KernelTable t = make_scalar_table();
+bool cpu_has_avx2_level() {
 #if defined(__x86_64__) || defined(__i386__)
   __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && cpu_has_f16c()) {
-    add_avx2_kernels(t);
-  }
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && cpu_has_f16c();
+#else
+  return false;
 #endif
-  return t;
+}
+
+// AVX-512 F/BW/VL with VNNI (Ice Lake, Zen 4 and later); a CPU with AVX-512 but no VNNI
+// (Skylake-X) stays at avx2.
+bool cpu_has_avx512_level() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_cpu_init();
+  return cpu_has_avx2_level() && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+         __builtin_cpu_supports("avx512vnni");
+#else
+  return false;
+#endif
+}
+
+struct Levels {
+  KernelTable scalar, avx2, avx512;
+  const KernelTable* list[3] = {};
+  size_t count = 0;
+  Levels() {
+    scalar = make_scalar_table();
+    list[count++] = &scalar;
+    if (!cpu_has_avx2_level()) return;
+    avx2 = scalar;
+    add_avx2_kernels(avx2);
+    list[count++] = &avx2;
+    if (!cpu_has_avx512_level()) return;
+    avx512 = avx2;
+    add_avx512_kernels(avx512);
+    list[count++] = &avx512;
+  }
+};
+
+const Levels& levels() {
+  static const Levels l;
+  return l;
 }
 
 }  // namespace
@@ -87,13 +127,32 @@ bool have_avx2_fma() {
 #endif
 }
 
-const KernelTable& scalar_kernels() {
-  static const KernelTable table = make_scalar_table();
-  return table;
+const KernelTable& scalar_kernels() { return levels().scalar; }
+
+std::span<const KernelTable* const> kernel_levels() { return {levels().list, levels().count}; }
+
+const KernelTable& kernels_for_env(const char* value) {
+  const Levels& l = levels();
+  const std::string_view v = value ? value : "";
+  // Levels in order; a wanted level above the CPU's is capped to the CPU's best.
+  size_t wanted = 0;
+  if (v.empty()) {
+    wanted = l.count - 1;
+  } else if (v == "scalar") {
+    wanted = 0;
+  } else if (v == "avx2") {
+    wanted = 1;
+  } else if (v == "avx512" || v == "avx512_vnni") {
+    wanted = 2;
+  } else {
+    throw Error(ErrorCode::invalid_argument,
+                "SLUICE_KERNELS='" + std::string(v) + "' is not a kernel level (scalar, avx2 or avx512)");
+  }
+  return *l.list[std::min(wanted, l.count - 1)];
 }
 
 const KernelTable& best_kernels() {
-  static const KernelTable table = make_best_table();
+  static const KernelTable& table = kernels_for_env(std::getenv("SLUICE_KERNELS"));
   return table;
 }
 

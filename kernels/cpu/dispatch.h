@@ -1,10 +1,14 @@
 // The CPU kernel dispatch table: one function pointer per (operation, ggml type id).
 //
 // scalar_kernels() is the portable reference: plain C++ that follows ggml's arithmetic and is the
-// definition of "correct" for every SIMD path. best_kernels() starts from the scalar table and
-// overrides entries with SIMD versions the running CPU supports (checked once with
+// definition of "correct" for every SIMD path. The SIMD levels stack: "avx2" is the scalar table
+// with AVX2 entries over it, "avx512_vnni" the avx2 table with AVX-512 (F/BW/VL + VNNI) entries
+// over that. Every level's dots give the level below's results bit for bit where that level
+// matches the scalar table, and the avx2 table's (ggml's x86 order) where the avx2 order differs.
+// best_kernels() is the highest level the running CPU supports (checked once with
 // __builtin_cpu_supports on first use; thread-safe static initialisation, never written again),
-// so one binary runs on any x86-64.
+// capped by the environment variable SLUICE_KERNELS=scalar|avx2|avx512, so one binary runs on any
+// x86-64 and a benchmark can compare levels.
 //
 // Pointers take untyped bytes: `src`/`w` point at ggml blocks, `act` at the activation row already
 // quantized to the weight type's vec_dot_type. n is the number of values (a multiple of the block
@@ -13,6 +17,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 
 namespace sluice::kernels::cpu {
 
@@ -51,7 +56,15 @@ struct KernelTable {
 };
 
 const KernelTable& scalar_kernels();
+// The highest supported level, capped by SLUICE_KERNELS (read once). An unknown SLUICE_KERNELS
+// value is an Error(invalid_argument) naming the accepted ones; a level above the CPU's is capped
+// to the CPU's best.
 const KernelTable& best_kernels();
+// Every level this CPU runs, lowest first: scalar, then avx2, then avx512_vnni (each only where the
+// CPU has the features). Independent of SLUICE_KERNELS: tests compare every level with scalar.
+std::span<const KernelTable* const> kernel_levels();
+// The table best_kernels() picks for a SLUICE_KERNELS value ("" or unset: the CPU's best).
+const KernelTable& kernels_for_env(const char* value);
 
 // Whether the CPU runs code built with -mavx2 -mfma (checked once): picks the fma_impl copies of
 // bodies compiled twice (dot_f32, softmax) over their plain ones.
@@ -60,5 +73,8 @@ bool have_avx2_fma();
 // Defined in the *_avx2.cpp files (compiled with -mavx2 -mfma -mf16c); only called after the
 // CPU check passes.
 void add_avx2_kernels(KernelTable& table);
+// Defined in the *_avx512.cpp files (-mavx512f -mavx512bw -mavx512vl -mavx512vnni ...); applied
+// over the avx2 table, only after the CPU check passes.
+void add_avx512_kernels(KernelTable& table);
 
 }  // namespace sluice::kernels::cpu

@@ -1,0 +1,45 @@
+// AVX-512 kernels (defined in *_avx512.cpp, compiled with -mavx512f -mavx512bw -mavx512vl
+// -mavx512vnni and the AVX2 flags). Same contracts as the AVX2 versions in avx2.h and bit-identical
+// to them; x2/x4/x8 are the multi-row versions (VecDotMultiFn), bit-identical per row to the one-row
+// kernel. Never call them without checking the CPU (dispatch.cpp does).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace sluice::kernels::cpu::avx512 {
+
+// One-row kernels: installed only where they measured faster than AVX2's.
+float vec_dot_q2_k(const void* w, const void* act, int64_t n);
+float vec_dot_q4_k(const void* w, const void* act, int64_t n);
+float vec_dot_q6_k(const void* w, const void* act, int64_t n);
+float vec_dot_iq4_xs(const void* w, const void* act, int64_t n);
+float vec_dot_tq2_0(const void* w, const void* act, int64_t n);
+float vec_dot_q4_k_repack(const void* w, const void* act, int64_t n);
+
+// Multi-row kernels, bit-identical per row to the one-row kernel in the table (AVX2's or the
+// AVX-512 one above).
+#define SLUICE_AVX512_MULTI_DECL(type)                                                              \
+  void vec_dot_##type##_x2(const void* w, const void* act, size_t stride, int64_t n, float* out); \
+  void vec_dot_##type##_x4(const void* w, const void* act, size_t stride, int64_t n, float* out); \
+  void vec_dot_##type##_x8(const void* w, const void* act, size_t stride, int64_t n, float* out);
+SLUICE_AVX512_MULTI_DECL(q2_k)
+SLUICE_AVX512_MULTI_DECL(q3_k)
+SLUICE_AVX512_MULTI_DECL(q4_k)
+SLUICE_AVX512_MULTI_DECL(q5_k)
+SLUICE_AVX512_MULTI_DECL(q6_k)
+SLUICE_AVX512_MULTI_DECL(q8_0)
+SLUICE_AVX512_MULTI_DECL(q4_0)
+SLUICE_AVX512_MULTI_DECL(q4_1)
+SLUICE_AVX512_MULTI_DECL(q5_0)
+SLUICE_AVX512_MULTI_DECL(q5_1)
+SLUICE_AVX512_MULTI_DECL(mxfp4)
+SLUICE_AVX512_MULTI_DECL(iq4_nl)
+SLUICE_AVX512_MULTI_DECL(iq4_xs)
+SLUICE_AVX512_MULTI_DECL(tq2_0)
+#undef SLUICE_AVX512_MULTI_DECL
+
+void vec_dot_q4_k_repack_x2(const void* w, const void* act, size_t stride, int64_t n, float* out);
+void vec_dot_q4_k_repack_x4(const void* w, const void* act, size_t stride, int64_t n, float* out);
+
+}  // namespace sluice::kernels::cpu::avx512
