@@ -9,7 +9,8 @@
 #include "cache/trace.h"
 #include "common/error.h"
 #include "common/units.h"
-#include "core/model_summary.h"
+#include "core/gguf/model_summary.h"
+#include "core/llama/in_core_experts.h"
 
 namespace sluice::core {
 

@@ -11,7 +11,7 @@
 //   1. all non-routed weights resident, the requested batch (-b);
 //   2. layer streaming: only the token embeddings, output_norm and tensors converted at load stay
 //      resident; every block's other tensors and the output head stream through a second
-//      ShardCache (core/streamed_layers.h) whose arena holds two units per size class when it
+//      ShardCache (core/llama/streamed_layers.h) whose arena holds two units per size class when it
 //      can (so the next block is read while one computes), else one; the requested batch;
 //   3. the same with a smaller batch (prefill in chunks of fewer tokens, like llama.cpp's
 //      n_ubatch): scratch scales with the batch; a notice says so. Results then equal an in-core
@@ -52,15 +52,15 @@
 
 #include "cache/shard_cache.h"
 #include "cache/warm_start.h"
-#include "core/expert_source.h"
-#include "core/gpu_tier.h"
-#include "core/kimi_k3_model.h"
-#include "core/kimi_k3_session.h"
-#include "core/model.h"
-#include "core/session.h"
-#include "core/streamed_experts.h"
-#include "core/streamed_layers.h"
-#include "core/tracked_expert_source.h"
+#include "core/experts/expert_source.h"
+#include "core/gpu/gpu_tier.h"
+#include "core/kimi_k3/kimi_k3_model.h"
+#include "core/kimi_k3/kimi_k3_session.h"
+#include "core/llama/model.h"
+#include "core/llama/session.h"
+#include "core/experts/streamed_experts.h"
+#include "core/llama/streamed_layers.h"
+#include "core/experts/tracked_expert_source.h"
 #include "io/fault_reader.h"
 #include "io/open_reader.h"
 #include "kernels/thread_pool.h"
@@ -77,13 +77,13 @@ struct EngineOptions {
   SessionOptions session;
   io::IoOptions io;
   std::string policy = "lru";
-  // --verify (core/shard_index.h, VerifyMode): verify every landed shard against the model's
+  // --verify (core/gguf/shard_index.h, VerifyMode): verify every landed shard against the model's
   // shard index (sluice index). A stale index is an error; a missing one adds a notice.
   bool verify = true;
   // --verify require: refuse to run without a current index (only with verify).
   bool require_index = false;
   cache::PolicyOptions policy_options;
-  // --gpu: a VRAM tier above the RAM cache (core/gpu_tier.h); VRAM is not part of budget_bytes.
+  // --gpu: a VRAM tier above the RAM cache (core/gpu/gpu_tier.h); VRAM is not part of budget_bytes.
   bool gpu = false;
   GpuTierOptions gpu_options;
   // Warm start (cache/warm_start.h): a profile file (`--profile-out`, `sluice tune

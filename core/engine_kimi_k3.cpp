@@ -6,7 +6,7 @@
 #include "common/error.h"
 #include "common/units.h"
 #include "core/engine.h"
-#include "core/model_summary.h"
+#include "core/gguf/model_summary.h"
 
 namespace sluice::core {
 

@@ -13,9 +13,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "core/expert_source.h"
-#include "core/model.h"
-#include "core/session.h"
+#include "core/experts/expert_source.h"
+#include "core/llama/model.h"
+#include "core/llama/session.h"
+#include "core/llama/in_core_experts.h"
 #include "kernels/quant.h"
 #include "kernels/thread_pool.h"
 #include "tests/test_support.h"

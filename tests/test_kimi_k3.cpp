@@ -12,9 +12,9 @@
 #include <string>
 #include <vector>
 
-#include "core/kimi_k3_model.h"
-#include "core/kimi_k3_session.h"
-#include "core/tokenizer.h"
+#include "core/kimi_k3/kimi_k3_model.h"
+#include "core/kimi_k3/kimi_k3_session.h"
+#include "core/text/tokenizer.h"
 #include "common/error.h"
 #include "io/pread_reader.h"
 #include "kernels/thread_pool.h"

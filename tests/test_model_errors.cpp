@@ -5,6 +5,7 @@
 
 #include "common/error.h"
 #include "tests/model_files.h"
+#include "core/llama/in_core_experts.h"
 
 namespace {
 

@@ -7,6 +7,7 @@
 
 #include "common/error.h"
 #include "tests/model_reference.h"
+#include "core/llama/in_core_experts.h"
 
 namespace {
 

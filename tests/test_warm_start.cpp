@@ -14,7 +14,7 @@
 #include "cache/warm_start.h"
 #include "common/error.h"
 #include "core/engine.h"
-#include "core/trace_recorder.h"
+#include "app/trace_recorder.h"
 #include "tests/test_support.h"
 
 using namespace sluice;

@@ -1,7 +1,7 @@
 // sluice serve -m MODEL.gguf --budget SIZE [--host 127.0.0.1] [--port 8080] [--parallel N]:
 // the OpenAI HTTP API (chat and text completions, streaming as server-sent events, models,
 // health, metrics) over one Engine whose requests run together by continuous batching
-// (core/serve_scheduler.h). HTTP comes from the front in tools/http/ (bounded connections,
+// (app/serve_scheduler.h). HTTP comes from the front in tools/http/ (bounded connections,
 // deadlines and body limits; see tools/http/server.h), JSON from nlohmann-json.
 #include <csignal>
 #include <cstdio>
@@ -13,11 +13,11 @@
 
 #include "common/error.h"
 #include "common/units.h"
-#include "core/chat_template.h"
+#include "core/text/chat_template.h"
 #include "core/engine.h"
-#include "core/gguf.h"
-#include "core/serve_scheduler.h"
-#include "core/tokenizer.h"
+#include "core/gguf/gguf.h"
+#include "app/serve_scheduler.h"
+#include "core/text/tokenizer.h"
 #include "tools/commands.h"
 #include "tools/llama_flags.h"
 #include "tools/session_flags.h"

@@ -7,8 +7,8 @@
 
 #include "common/error.h"
 #include "common/units.h"
-#include "core/gguf_split_writer.h"
-#include "core/synth.h"
+#include "core/gguf/gguf_split_writer.h"
+#include "synth/synth.h"
 #include "tools/commands.h"
 
 namespace sluice::tools {

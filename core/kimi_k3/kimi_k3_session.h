@@ -1,0 +1,128 @@
+// KimiK3Session: the `kimi-k3` forward pass over one sequence, as llama.cpp's CPU backend
+// computes it (shared/specs/kimi-k3.md).
+//
+//   auto model = KimiK3Model::load(path, {.widen_f16_to_f32 = true});
+//   KimiK3InCoreExperts experts(*model);
+//   KimiK3Session s(*model, experts, pool, {.n_ctx = 128, .kv_type = GgmlType::F32});
+//   auto logits = s.forward(prompt, 0);              // [n_prompt][n_vocab], one batch
+//   auto next   = s.forward({&tok, 1}, n_prompt);     // [1][n_vocab]
+//
+// Per layer: residual mix (MIX over the banked checkpoints), RMS norm, then KDA (short conv,
+// decay/beta gates, gated delta rule, per-head norm, sigmoid output gate) or absorbed MLA (no
+// RoPE, latent MQA cache, sigmoid output gate); residual mix, RMS norm, then the dense situ FFN or
+// the latent MoE (sigmoid router with selection bias, experts in latent space obtained through the
+// ExpertSource, latent RMS norm and up projection, shared experts on the full width). A final
+// residual mix precedes output_norm and the lm head.
+//
+// forward(tokens, start_pos) must continue the sequence: start_pos equals the number of tokens
+// already evaluated (the KDA state is a running carry; it cannot rewind). start_pos == 0 starts
+// a new sequence and resets the recurrent state.
+//
+// Numerics: every matmul goes through kernels::matmul, which quantizes the activation rows to
+// the weight's vec_dot_type as ggml does; norms accumulate in double; the KDA recurrence, the
+// conv, the attention softmax and all element-wise math are f32 in ggml's order. The MoE output
+// sums the weighted expert outputs in routing order.
+//
+// Memory: the recurrent state and MLA cache (KimiK3State) and every activation buffer are sized in
+// the constructor from the config, n_ctx and n_batch; forward() allocates nothing.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "core/experts/expert_source.h"
+#include "core/kimi_k3/kimi_k3_model.h"
+#include "core/kimi_k3/kimi_k3_state.h"
+#include "kernels/thread_pool.h"
+
+namespace sluice::core {
+
+struct KimiK3SessionOptions {
+  int64_t n_ctx = 0;                 // 0: min(training context, 4096)
+  int64_t n_batch = 512;             // most tokens per forward() call
+  GgmlType kv_type = GgmlType::F16;  // MLA cache: F16 (llama.cpp's default) or F32
+  bool chunked_kda = false;          // prefill KDA with the chunked form (same math, other rounding)
+};
+
+// One MoE routing decision (experts in selection order, final weights).
+struct KimiK3Routing {
+  int layer = 0;
+  int64_t pos = 0;
+  std::span<const int32_t> experts;
+  std::span<const float> weights;
+};
+
+class KimiK3RoutingObserver {
+ public:
+  virtual ~KimiK3RoutingObserver() = default;
+  virtual void on_routing(const KimiK3Routing& routing) = 0;
+};
+
+class KimiK3Session {
+ public:
+  KimiK3Session(const KimiK3Model& model, ExpertSource& experts, kernels::ThreadPool& pool,
+                const KimiK3SessionOptions& options = {});
+
+  // Error(invalid_argument): empty or more than n_batch tokens, a token id outside the vocabulary,
+  // a start_pos that does not continue the sequence, or positions past the context.
+  std::span<const float> forward(std::span<const int32_t> tokens, int64_t start_pos, bool all_logits = true);
+
+  void set_routing_observer(KimiK3RoutingObserver* observer) { observer_ = observer; }
+  const KimiK3Config& config() const { return model_.config(); }
+  int64_t n_ctx() const { return state_.n_ctx(); }
+  int64_t n_batch() const { return n_batch_; }
+  int64_t n_past() const { return n_past_; }
+  const KimiK3State& state() const { return state_; }
+  // Bytes of the recurrent state (KDA conv + delta-rule), of the MLA cache, of the scratch.
+  uint64_t recurrent_state_bytes() const { return state_.recurrent_bytes(); }
+  uint64_t kv_cache_bytes() const { return state_.kv_bytes(); }
+  uint64_t scratch_bytes() const;
+  // scratch_bytes() of a session with these options, without allocating (core/kimi_k3/kimi_k3_session_size.cpp).
+  static uint64_t scratch_bytes_for(const KimiK3Model& model, const KimiK3SessionOptions& options, unsigned threads);
+
+ private:
+  void kda(int64_t il, int64_t n);
+  void mla(int64_t il, int64_t n, int64_t start_pos);
+  void ffn_dense(int64_t il, int64_t n);
+  void ffn_moe(int64_t il, int64_t n, int64_t start_pos);
+  void route(int64_t il, int64_t n, int64_t start_pos);
+  // u = MIX(stack, cur, w) for n tokens; u may be cur.
+  void mix(const Tensor& w, int64_t n, const float* cur, float* u);
+  // How ggml meets this product, which decides its summation order and activation rounding
+  // (kernels/dot_f32.h; as core::Session): a plain mul_mat of a contiguous activation, a permuted
+  // activation (MLA's q_nope view), or ggml's vector path (mul_mat_id of the routed experts, and the
+  // KDA beta product, which llama.cpp also runs there).
+  enum class MatKind { plain, permuted, vector };
+  void matmul(const kernels::WeightMatrix& w, const float* x, int64_t n, float* y, MatKind kind = MatKind::plain);
+  void rms_norm(const float* x, const Tensor& w, int64_t n_rows, int64_t len, float* y);
+
+  const KimiK3Model& model_;
+  ExpertSource& experts_;
+  kernels::ThreadPool& pool_;
+  int64_t n_batch_;
+  bool chunked_kda_;
+  KimiK3State state_;
+  KimiK3RoutingObserver* observer_ = nullptr;
+  int64_t n_past_ = 0;
+
+  // Stream and sublayer buffers, [n_batch][n_embd].
+  std::vector<float> x_, r_, u_, h_, a_;
+  std::vector<float> stack_;  // [n_checkpoints][n_batch][n_embd]
+  int64_t n_stack_ = 0;
+  std::vector<float> mix_probs_;
+  std::vector<const float*> mix_rows_;
+  // KDA, [n_batch][d_inner] unless noted.
+  std::vector<float> proj_, conv_out_[3], fa_, z_, g_, beta_, o_, g2_, exp_g_, conv_win_, chunk_scratch_;
+  // MLA.
+  std::vector<float> qa_, q_, kv_, q_nope_, q_abs_, qh_, o_lat_, o_head_, mla_o_, gate_, scores_, kv_f32_, kv_col_;
+  // FFN / MoE.
+  std::vector<float> ffn_g_, ffn_u_, ffn_out_;
+  std::vector<float> router_, probs_, sel_, route_w_, group_scores_;
+  std::vector<int32_t> route_ids_, group_top_, expert_list_, pending_, gather_;
+  std::vector<float> zl_, xe_, ge_, ue_, ye_, expert_out_, moe_, sh_;
+  std::vector<float> logits_;
+  std::vector<std::byte> mm_scratch_;
+};
+
+}  // namespace sluice::core
