@@ -31,8 +31,7 @@ uint64_t proc_field_kib(const char* file, const char* field) {
 }
 
 // Feeds decode-phase routing decisions to RoutingStats, mapping blocks to MoE layers.
-// Routing decisions of either session type (llama family or kimi-k3) into RoutingStats.
-class StatsObserver final : public RoutingObserver, public KimiK3RoutingObserver {
+class StatsObserver final : public RoutingObserver {
  public:
   StatsObserver(const ExpertGeometry& g, RoutingStats& stats, RoutingObserver* also) : stats_(stats), also_(also) {
     for (int64_t il = 0, moe = 0; il < g.n_layer; ++il) {
@@ -43,7 +42,6 @@ class StatsObserver final : public RoutingObserver, public KimiK3RoutingObserver
     if (also_) also_->on_routing(event);  // the trace records prefill too
     add(event.layer, event.experts);
   }
-  void on_routing(const KimiK3Routing& event) override { add(event.layer, event.experts); }
   bool enabled = false;
 
  private:
@@ -104,8 +102,7 @@ BenchResult run_bench(const BenchOptions& options) {
   const int64_t needed_ctx = options.n_prompt + options.n_gen;
   if (eo.session.n_ctx < needed_ctx) eo.session.n_ctx = needed_ctx;
   Engine engine(eo);
-  const ExpertGeometry geometry = engine.is_kimi_k3() ? ExpertGeometry::of(engine.kimi_k3_model()->config())
-                                                      : ExpertGeometry::of(engine.model().config());
+  const ExpertGeometry geometry = engine.model().expert_geometry();
   const int64_t n_vocab = engine.n_vocab();
   r.budget_split = engine.describe_budget();
   r.budget_bytes = engine.budget().budget ? engine.budget().budget : engine.budget().total();
@@ -125,14 +122,8 @@ BenchResult run_bench(const BenchOptions& options) {
   if (n_moe > 0) {
     routing.emplace(n_moe, static_cast<int>(geometry.n_expert), static_cast<int>(geometry.n_expert_used));
     observer.emplace(geometry, *routing, options.recorder);
-    if (KimiK3Session* k3 = engine.kimi_k3_session()) {
-      if (options.recorder)
-        throw Error(ErrorCode::unsupported, "--trace-out and --profile-out are not built for Kimi K3 files yet");
-      k3->set_routing_observer(&*observer);
-    } else {
-      engine.session().set_routing_observer(&*observer);
-      if (options.recorder) options.recorder->begin_sequence(engine.model().config(), engine.session().n_ctx());
-    }
+    engine.session().set_routing_observer(&*observer);
+    if (options.recorder) options.recorder->begin_sequence(geometry, engine.session().n_ctx());
   }
   // Warm start before the first token: its reads are not part of the prefill or decode figures.
   cache::WarmResult warm = engine.warm_up(options.warm_progress);
@@ -218,7 +209,7 @@ BenchResult run_bench(const BenchOptions& options) {
   if (engine.cache()) {
     const cache::CacheStats after = engine.cache()->stats();
     r.evictions = after.total.evictions;
-    r.prefetch_depth = engine.is_kimi_k3() ? 0 : engine.session().prefetch_depth();
+    r.prefetch_depth = engine.session().prefetch_depth();
     const cache::PredictionStats p = engine.prefetcher()->stats();
     const cache::PredictionCounters pt = minus(p.total, predicted_before.total);
     r.prediction_recall = pt.recall();

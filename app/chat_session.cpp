@@ -55,7 +55,7 @@ ChatTurnStats ChatSession::say(const std::string& user_text, int64_t max_tokens,
   } else {
     prompt = tokenizer_.encode(text, true, true);
     while (keep < cached_.size() && keep < prompt.size() && cached_[keep] == prompt[keep]) ++keep;
-    if (engine_.is_kimi_k3() && keep < cached_.size()) keep = 0;
+    if (!engine_.session().can_rewind() && keep < cached_.size()) keep = 0;
   }
   if (keep == prompt.size()) --keep;  // the last prompt token must be computed for its logits
   const int64_t n_ctx = engine_.n_ctx();

@@ -85,10 +85,10 @@ size_t pick_next(std::span<const std::span<const int32_t>> queued, std::span<con
 Scheduler::Scheduler(Engine& engine, Tokenizer tokenizer, const SchedulerOptions& options)
     : engine_(engine), tokenizer_(std::move(tokenizer)), options_(options) {
   Session& s = engine_.session();
-  const ModelConfig& c = s.config();
+  const ExpertGeometry c = engine_.model().expert_geometry();
   n_ctx_ = s.n_ctx();
   n_batch_ = s.n_batch();
-  n_vocab_ = c.n_vocab;
+  n_vocab_ = engine_.n_vocab();
   n_expert_ = c.n_expert;
   if (options_.max_queue < 0) throw Error(ErrorCode::invalid_argument, "queue size must be >= 0");
   slots_.resize(static_cast<size_t>(s.n_seq()));

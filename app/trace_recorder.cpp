@@ -17,13 +17,13 @@ std::string no_spaces(const std::string& s) {
 
 TraceRecorder::TraceRecorder(std::string model_path) : model_path_(std::move(model_path)) {}
 
-void TraceRecorder::begin_sequence(const ModelConfig& config, int64_t n_ctx) {
+void TraceRecorder::begin_sequence(const ExpertGeometry& config, int64_t n_ctx) {
   if (config.n_expert <= 0) {
     throw Error(ErrorCode::invalid_argument, "--trace-out: '" + model_path_ + "' has no routed experts to trace");
   }
   std::vector<int> moe_of_block;
   int moe = 0;
-  for (int64_t il = 0; il < config.n_layer; ++il) moe_of_block.push_back(config.is_moe_layer(il) ? moe++ : -1);
+  for (int64_t il = 0; il < config.n_layer; ++il) moe_of_block.push_back(config.moe_layer[static_cast<size_t>(il)] ? moe++ : -1);
   const auto L = static_cast<uint32_t>(moe), E = static_cast<uint32_t>(config.n_expert),
              K = static_cast<uint32_t>(config.n_expert_used);
   if (!sequences_.empty() && (L != n_layer_ || E != n_expert_ || K != topk_)) {

@@ -20,8 +20,8 @@
 #include <vector>
 
 #include "cache/trace.h"
-#include "core/llama/model_config.h"
-#include "core/llama/session.h"
+#include "core/arch/session.h"
+#include "core/experts/streamed_experts.h"
 
 namespace sluice::core {
 
@@ -31,7 +31,11 @@ class TraceRecorder final : public RoutingObserver {
 
   // Starts a new sequence. Every sequence must come from a model of the same shape:
   // Error(invalid_argument) otherwise, and for a model with no routed experts.
-  void begin_sequence(const ModelConfig& config, int64_t n_ctx);
+  void begin_sequence(const ExpertGeometry& geometry, int64_t n_ctx);
+  template <class Config>
+  void begin_sequence(const Config& config, int64_t n_ctx) {
+    begin_sequence(ExpertGeometry::of(config), n_ctx);
+  }
   void on_routing(const RoutingEvent& event) override;
 
   // The sequences so far. Error(internal) when a recorded token lacks a layer (a forward pass

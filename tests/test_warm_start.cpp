@@ -57,7 +57,7 @@ std::vector<float> generate(core::Engine& engine, int n_gen) {
   std::vector<float> all;
   auto rows = engine.forward(kPrompt, 0);
   all.insert(all.end(), rows.begin(), rows.end());
-  const auto n_vocab = static_cast<size_t>(engine.model().config().n_vocab);
+  const auto n_vocab = static_cast<size_t>(engine.n_vocab());
   for (int s = 0; s < n_gen; ++s) {
     auto last = std::span<const float>(all).last(n_vocab);
     int32_t tok = static_cast<int32_t>(std::max_element(last.begin(), last.end()) - last.begin());
@@ -77,7 +77,7 @@ std::string write_temp(const std::string& name, const std::string& text) {
 
 TEST_CASE("a recorded trace parses with the trace reader and holds exactly the routing the session produced") {
   core::Engine engine(small_cache_options());
-  const core::ModelConfig& cfg = engine.model().config();
+  const core::ExpertGeometry cfg = engine.model().expert_geometry();
   core::TraceRecorder recorder(model_path());
   Tee tee(recorder);
   engine.session().set_routing_observer(&tee);
@@ -174,7 +174,7 @@ TEST_CASE("a warm run gives logits bit-identical to a cold one and starts with m
   {
     core::Engine engine(small_cache_options());
     core::TraceRecorder recorder(model_path());
-    recorder.begin_sequence(engine.model().config(), engine.session().n_ctx());
+    recorder.begin_sequence(engine.model().expert_geometry(), engine.session().n_ctx());
     engine.session().set_routing_observer(&recorder);
     cold = generate(engine, 8);
     cold_hits = engine.cache()->stats().total.hits;

@@ -34,12 +34,6 @@ namespace {
 using nlohmann::ordered_json;
 using namespace std::chrono_literals;
 
-// Reads the header only, so a kimi-k3 file is refused before minutes of loading.
-bool is_kimi_k3_file(const std::string& path) {
-  io::PreadReader reader(path);
-  return core::GgufFile::parse(reader).architecture() == "kimi-k3";
-}
-
 struct Server {
   core::Engine* engine = nullptr;
   core::Scheduler* scheduler = nullptr;
@@ -257,9 +251,6 @@ int cmd_serve(int argc, char** argv) {
   }
   if (!args.count("model")) throw Error(ErrorCode::invalid_argument, "-m MODEL.gguf is required");
   const std::string model_path = args["model"].as<std::string>();
-  if (is_kimi_k3_file(model_path))
-    throw Error(ErrorCode::unsupported, "sluice serve cannot run Kimi K3 files yet (its hybrid KDA/MLA session has no "
-                                        "multi-sequence forward); use sluice run");
   const int port = args["port"].as<int>();
   if (port < 0 || port > 65535) throw Error(ErrorCode::invalid_argument, "--port " + std::to_string(port) + " must be in [0, 65535]");
   const int64_t parallel = args["parallel"].as<int64_t>();
@@ -353,7 +344,7 @@ int cmd_serve(int argc, char** argv) {
   });
   const double mib = 1024.0 * 1024.0;
   std::fprintf(stderr, "sluice serve: %s\nsluice serve: %s\nsluice serve: chat template %s, %lld slots of %lld tokens\n",
-               engine.model().config().describe().c_str(), engine.describe_budget().c_str(), chat.name().c_str(),
+               engine.describe_model().c_str(), engine.describe_budget().c_str(), chat.name().c_str(),
                static_cast<long long>(parallel), static_cast<long long>(scheduler.n_ctx()));
   std::fprintf(stderr,
                "sluice serve: request memory outside the budget: at most %zu request bodies of --max-body %.1f MiB "

@@ -63,7 +63,7 @@ void KimiK3Session::route(int64_t il, int64_t n, int64_t start_pos) {
     if (c.expert_weights_scale != 0.0f && c.expert_weights_scale != 1.0f)
       for (int64_t j = 0; j < k; ++j) w[j] *= c.expert_weights_scale;
     if (observer_)
-      observer_->on_routing({static_cast<int>(il), start_pos + t, {ids, static_cast<size_t>(k)}, {w, static_cast<size_t>(k)}});
+      observer_->on_routing({static_cast<int>(il), start_pos + t, {ids, static_cast<size_t>(k)}, {w, static_cast<size_t>(k)}, {}});
   }
 }
 

@@ -206,4 +206,36 @@ std::span<const float> KimiK3Session::forward(std::span<const int32_t> tokens, i
   return {logits_.data(), static_cast<size_t>(rows * c.n_vocab)};
 }
 
+void KimiK3Session::set_matmul_offload(MatmulOffload* offload) {
+  if (offload) throw Error(ErrorCode::unsupported, "kimi-k3 sessions have no matmul offload (--gpu) yet");
+}
+
+std::span<const float> KimiK3Session::forward_batch(std::span<const int32_t> tokens, std::span<const int32_t> seqs,
+                                                    std::span<const int64_t> positions,
+                                                    std::span<const uint8_t> want_logits) {
+  const size_t n = tokens.size();
+  if (seqs.size() != n || positions.size() != n || want_logits.size() != n)
+    throw Error(ErrorCode::invalid_argument, "forward_batch() spans differ in size");
+  if (n == 0) throw Error(ErrorCode::invalid_argument, "forward_batch() got no tokens");
+  size_t wanted = 0;
+  for (size_t t = 0; t < n; ++t) {
+    if (seqs[t] != 0)
+      throw Error(ErrorCode::unsupported, "a kimi-k3 session holds one sequence; got sequence " + std::to_string(seqs[t]));
+    if (positions[t] != positions[0] + static_cast<int64_t>(t))
+      throw Error(ErrorCode::invalid_argument, "forward_batch(): kimi-k3 positions must be consecutive");
+    wanted += want_logits[t] ? 1 : 0;
+  }
+  // Only the last row: the same call as a single run's prompt (only that row is computed).
+  if (wanted == 1 && want_logits[n - 1]) return forward(tokens, positions[0], false);
+  std::span<const float> all = forward(tokens, positions[0], true);
+  const size_t V = static_cast<size_t>(model_.config().n_vocab);
+  size_t row = 0;
+  for (size_t t = 0; t < n; ++t) {
+    if (!want_logits[t]) continue;
+    if (row != t) std::memmove(logits_.data() + row * V, all.data() + t * V, V * sizeof(float));
+    ++row;
+  }
+  return {logits_.data(), row * V};
+}
+
 }  // namespace sluice::core

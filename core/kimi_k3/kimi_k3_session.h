@@ -31,6 +31,7 @@
 #include <span>
 #include <vector>
 
+#include "core/arch/session.h"
 #include "core/experts/expert_source.h"
 #include "core/kimi_k3/kimi_k3_model.h"
 #include "core/kimi_k3/kimi_k3_state.h"
@@ -45,39 +46,34 @@ struct KimiK3SessionOptions {
   bool chunked_kda = false;          // prefill KDA with the chunked form (same math, other rounding)
 };
 
-// One MoE routing decision (experts in selection order, final weights).
-struct KimiK3Routing {
-  int layer = 0;
-  int64_t pos = 0;
-  std::span<const int32_t> experts;
-  std::span<const float> weights;
-};
-
-class KimiK3RoutingObserver {
- public:
-  virtual ~KimiK3RoutingObserver() = default;
-  virtual void on_routing(const KimiK3Routing& routing) = 0;
-};
-
-class KimiK3Session {
+class KimiK3Session final : public Session {
  public:
   KimiK3Session(const KimiK3Model& model, ExpertSource& experts, kernels::ThreadPool& pool,
                 const KimiK3SessionOptions& options = {});
 
   // Error(invalid_argument): empty or more than n_batch tokens, a token id outside the vocabulary,
   // a start_pos that does not continue the sequence, or positions past the context.
-  std::span<const float> forward(std::span<const int32_t> tokens, int64_t start_pos, bool all_logits = true);
+  std::span<const float> forward(std::span<const int32_t> tokens, int64_t start_pos, bool all_logits = true) override;
+  // One sequence (0) only: its tokens must continue it (or start it at 0) in position order.
+  // Error(unsupported) for another sequence.
+  std::span<const float> forward_batch(std::span<const int32_t> tokens, std::span<const int32_t> seqs,
+                                       std::span<const int64_t> positions, std::span<const uint8_t> want_logits) override;
 
-  void set_routing_observer(KimiK3RoutingObserver* observer) { observer_ = observer; }
+  void set_routing_observer(RoutingObserver* observer) override { observer_ = observer; }
   const KimiK3Config& config() const { return model_.config(); }
-  int64_t n_ctx() const { return state_.n_ctx(); }
-  int64_t n_batch() const { return n_batch_; }
+  int64_t n_ctx() const override { return state_.n_ctx(); }
+  int64_t n_batch() const override { return n_batch_; }
+  int64_t n_seq() const override { return 1; }
+  bool can_rewind() const override { return false; }
+  int prefetch_depth() const override { return 0; }
+  void set_matmul_offload(MatmulOffload* offload) override;
   int64_t n_past() const { return n_past_; }
   const KimiK3State& state() const { return state_; }
   // Bytes of the recurrent state (KDA conv + delta-rule), of the MLA cache, of the scratch.
-  uint64_t recurrent_state_bytes() const { return state_.recurrent_bytes(); }
+  uint64_t recurrent_state_bytes() const override { return state_.recurrent_bytes(); }
   uint64_t kv_cache_bytes() const { return state_.kv_bytes(); }
-  uint64_t scratch_bytes() const;
+  uint64_t kv_bytes() const override { return state_.kv_bytes(); }
+  uint64_t scratch_bytes() const override;
   // scratch_bytes() of a session with these options, without allocating (core/kimi_k3/kimi_k3_session_size.cpp).
   static uint64_t scratch_bytes_for(const KimiK3Model& model, const KimiK3SessionOptions& options, unsigned threads);
 
@@ -103,7 +99,7 @@ class KimiK3Session {
   int64_t n_batch_;
   bool chunked_kda_;
   KimiK3State state_;
-  KimiK3RoutingObserver* observer_ = nullptr;
+  RoutingObserver* observer_ = nullptr;
   int64_t n_past_ = 0;
 
   // Stream and sublayer buffers, [n_batch][n_embd].

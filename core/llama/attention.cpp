@@ -20,7 +20,7 @@ size_t align_up(size_t n) { return (n + 63) / 64 * 64; }
 constexpr int64_t kKvPad = 256;
 }  // namespace
 
-void Session::attention_gqa(int64_t il, int64_t n) {
+void LlamaSession::attention_gqa(int64_t il, int64_t n) {
   const ModelConfig& c = model_.config();
   const LayerWeights& L = *layer_;
   const int64_t H = c.n_head, Hkv = c.n_head_kv, Dk = c.head_dim_k, Dv = c.head_dim_v;
@@ -47,7 +47,7 @@ void Session::attention_gqa(int64_t il, int64_t n) {
   matmul(L.wo.matrix(), heads_out_.data(), n, attn_out_.data());
 }
 
-void Session::attention_mla(int64_t il, int64_t n) {
+void LlamaSession::attention_mla(int64_t il, int64_t n) {
   const ModelConfig& c = model_.config();
   const LayerWeights& L = *layer_;
   const int64_t H = c.n_head, N = c.qk_nope, R = c.qk_rope, Lkv = c.kv_lora_rank, V = c.v_head_dim;
@@ -98,7 +98,7 @@ void Session::attention_mla(int64_t il, int64_t n) {
   matmul(L.wo.matrix(), heads_out_.data(), n, attn_out_.data());
 }
 
-void Session::attend(int64_t il, int64_t n, const float* q, int64_t q_stride,
+void LlamaSession::attend(int64_t il, int64_t n, const float* q, int64_t q_stride,
                      int64_t q_head_stride, int64_t k_len, int64_t v_len, float* out, int64_t out_stride,
                      int64_t out_head_stride) {
   const ModelConfig& c = model_.config();

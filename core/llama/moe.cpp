@@ -16,7 +16,7 @@ namespace {
 size_t sz(int64_t n) { return static_cast<size_t>(n); }
 }  // namespace
 
-void Session::route(int64_t il, int64_t n) {
+void LlamaSession::route(int64_t il, int64_t n) {
   const ModelConfig& c = model_.config();
   const LayerWeights& L = *layer_;
   const int64_t X = c.n_expert, K = c.n_expert_used, GU = c.n_group_used;
@@ -32,7 +32,7 @@ void Session::route(int64_t il, int64_t n) {
   }
 }
 
-void Session::ffn_moe(int64_t il, int64_t n, float* out) {
+void LlamaSession::ffn_moe(int64_t il, int64_t n, float* out) {
   const ModelConfig& c = model_.config();
   const LayerWeights& L = *layer_;
   const int64_t X = c.n_expert, K = c.n_expert_used, E = c.n_embd, F = c.n_ff_exp;

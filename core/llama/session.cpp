@@ -26,7 +26,7 @@ int64_t default_ctx(const ModelConfig& c, int64_t n_ctx) {
 
 // Every buffer's element count, from the config, the weights' shapes and the batch; the
 // constructor allocates exactly this and scratch_bytes_for() sums it without allocating.
-struct Session::Sizes {
+struct LlamaSession::Sizes {
   size_t x = 0, cur = 0, attn_out = 0, ffn_out = 0, q = 0, k = 0, v = 0, qa = 0, kva = 0, qcur = 0, kqv = 0,
          heads_out = 0, head_in = 0, head_res = 0, ffn_g = 0, ffn_u = 0, sh_out = 0, router_logits = 0,
          router_scratch = 0, route_w = 0, expert_out = 0, xe = 0, ge = 0, ue = 0, de = 0, rope_cache = 0,
@@ -126,7 +126,7 @@ struct Session::Sizes {
   }
 };
 
-Session::Session(const Model& model, ExpertSource& experts, kernels::ThreadPool& pool, const SessionOptions& o,
+LlamaSession::LlamaSession(const Model& model, ExpertSource& experts, kernels::ThreadPool& pool, const SessionOptions& o,
                  LayerSource* layers)
     : model_(model),
       experts_(experts),
@@ -183,16 +183,16 @@ Session::Session(const Model& model, ExpertSource& experts, kernels::ThreadPool&
   scratch_bytes_ = z.bytes();
 }
 
-uint64_t Session::scratch_bytes_for(const Model& model, const SessionOptions& options, unsigned threads) {
+uint64_t LlamaSession::scratch_bytes_for(const Model& model, const SessionOptions& options, unsigned threads) {
   return Sizes::of(model, options, std::max(1u, threads)).bytes();
 }
 
-uint64_t Session::kv_bytes_for(const ModelConfig& config, const SessionOptions& options) {
+uint64_t LlamaSession::kv_bytes_for(const ModelConfig& config, const SessionOptions& options) {
   return KvCache::bytes_for(config, options.kv_type, default_ctx(config, options.n_ctx)) *
          static_cast<uint64_t>(std::max<int64_t>(options.n_seq, 1));
 }
 
-void Session::matmul(const kernels::WeightMatrix& w, const float* x, int64_t n, float* y, MatKind kind) {
+void LlamaSession::matmul(const kernels::WeightMatrix& w, const float* x, int64_t n, float* y, MatKind kind) {
   // Products whose summation order depends on how many rows they see run per sequence in a mixed
   // batch, so each sequence gets the logits it gets alone: F32/F16 (llamafile's tiling) and the
   // matrices llama.cpp repacks for plain mul_mat (GEMM over groups of 4 tokens, GEMV for the rest).
@@ -213,7 +213,7 @@ void Session::matmul(const kernels::WeightMatrix& w, const float* x, int64_t n, 
   matmul_rows(w, x, n, y, kind);
 }
 
-void Session::matmul_rows(const kernels::WeightMatrix& w, const float* x, int64_t n, float* y, MatKind kind) {
+void LlamaSession::matmul_rows(const kernels::WeightMatrix& w, const float* x, int64_t n, float* y, MatKind kind) {
   // Inside the per-sequence split: an offloaded product sees the same rows a single run would.
   if (offload_ && offload_->try_matmul(w, x, n, y)) return;
   if (w.type == GgmlType::F32) {  // no conversion: a permuted activation stays on the vector path
@@ -228,7 +228,7 @@ void Session::matmul_rows(const kernels::WeightMatrix& w, const float* x, int64_
   kernels::matmul(w, {x, sz(n * w.n_cols)}, n, {y, sz(n * w.n_rows)}, mm_scratch_, pool_);
 }
 
-void Session::ffn_dense(const Tensor& gate, const Tensor& up, const Tensor& down, int64_t n, float* out) {
+void LlamaSession::ffn_dense(const Tensor& gate, const Tensor& up, const Tensor& down, int64_t n, float* out) {
   const int64_t F = up.ne[1];
   const std::span<const float> in{cur_.data(), sz(n * model_.config().n_embd)};
   matmul(up.matrix(), in.data(), n, ffn_u_.data());
@@ -238,7 +238,7 @@ void Session::ffn_dense(const Tensor& gate, const Tensor& up, const Tensor& down
   matmul(down.matrix(), ffn_g_.data(), n, out);
 }
 
-std::span<const float> Session::forward(std::span<const int32_t> tokens, int64_t start_pos, bool all_logits) {
+std::span<const float> LlamaSession::forward(std::span<const int32_t> tokens, int64_t start_pos, bool all_logits) {
   const ModelConfig& c = model_.config();
   const int64_t n = static_cast<int64_t>(tokens.size());
   const int64_t E = c.n_embd;
@@ -270,7 +270,7 @@ std::span<const float> Session::forward(std::span<const int32_t> tokens, int64_t
   return {logits_.data(), sz(n_out * c.n_vocab)};
 }
 
-std::span<const float> Session::forward_batch(std::span<const int32_t> tokens, std::span<const int32_t> seqs,
+std::span<const float> LlamaSession::forward_batch(std::span<const int32_t> tokens, std::span<const int32_t> seqs,
                                               std::span<const int64_t> positions,
                                               std::span<const uint8_t> want_logits) {
   const ModelConfig& c = model_.config();
@@ -324,7 +324,7 @@ std::span<const float> Session::forward_batch(std::span<const int32_t> tokens, s
   return {logits_.data(), sz(n_out * c.n_vocab)};
 }
 
-void Session::run_layers(std::span<const int32_t> tokens) {
+void LlamaSession::run_layers(std::span<const int32_t> tokens) {
   const ModelConfig& c = model_.config();
   const int64_t n = static_cast<int64_t>(tokens.size());
   const int64_t E = c.n_embd;

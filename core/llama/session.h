@@ -1,6 +1,6 @@
-// Session: runs a Model's forward pass over a KV cache, the way llama.cpp computes it.
+// LlamaSession: runs a Model's forward pass over a KV cache, the way llama.cpp computes it.
 //
-//   Session s(model, experts, pool, {.n_ctx = 128, .kv_type = GgmlType::F32});
+//   LlamaSession s(model, experts, pool, {.n_ctx = 128, .kv_type = GgmlType::F32});
 //   auto logits = s.forward(prompt_tokens, 0);        // [n_prompt][n_vocab], one batch
 //   auto next   = s.forward({&tok, 1}, n_prompt);      // [1][n_vocab]
 //
@@ -43,6 +43,7 @@
 #include <span>
 #include <vector>
 
+#include "core/arch/session.h"
 #include "core/llama/expert_predictor.h"
 #include "core/experts/expert_source.h"
 #include "core/llama/kv_cache.h"
@@ -53,67 +54,43 @@
 
 namespace sluice::core {
 
-struct SessionOptions {
-  int64_t n_ctx = 0;                 // 0: min(training context, 4096)
-  int64_t n_batch = 512;             // most tokens per forward() call
-  GgmlType kv_type = GgmlType::F16;  // F16 or F32
-  int64_t n_seq = 1;                 // sequences (KV caches of n_ctx each) forward_batch can mix
-  // Speculative gating (core/llama/expert_predictor.h): predict the experts of this many following MoE
-  // layers and hand them to ExpertSource::prefetch. 0: off. Never changes results.
-  int prefetch_depth = 0;
-};
-
-// One MoE routing decision: experts in llama.cpp's order (descending selection score), their
-// final mixing weights (renormalized and scaled), and for group-limited routing the chosen groups.
-struct RoutingEvent {
-  int layer = 0;
-  int64_t pos = 0;
-  std::span<const int32_t> experts;
-  std::span<const float> weights;
-  std::span<const int32_t> groups;  // empty without group-limited routing
-};
-
-class RoutingObserver {
- public:
-  virtual ~RoutingObserver() = default;
-  virtual void on_routing(const RoutingEvent& event) = 0;
-};
-
-class Session {
+class LlamaSession final : public Session {
  public:
   // `layers`: where block weights come from (null: the Model's own, all resident).
-  Session(const Model& model, ExpertSource& experts, kernels::ThreadPool& pool,
+  LlamaSession(const Model& model, ExpertSource& experts, kernels::ThreadPool& pool,
           const SessionOptions& options = {}, LayerSource* layers = nullptr);
   // scratch_bytes() of a session with these options, computed without allocating (the budget is
   // checked before anything is allocated). `model` may be a Model::plan().
-  Session(const Session&) = delete;  // layers_ may point at resident_layers_
-  Session& operator=(const Session&) = delete;
+  LlamaSession(const LlamaSession&) = delete;  // layers_ may point at resident_layers_
+  LlamaSession& operator=(const LlamaSession&) = delete;
   static uint64_t scratch_bytes_for(const Model& model, const SessionOptions& options, unsigned threads);
   // kv_bytes() of such a session (every sequence), without allocating.
   static uint64_t kv_bytes_for(const ModelConfig& config, const SessionOptions& options);
 
   // Error(invalid_argument): empty or more than n_batch tokens, a token id outside the
   // vocabulary, or positions past the context.
-  std::span<const float> forward(std::span<const int32_t> tokens, int64_t start_pos, bool all_logits = true);
+  std::span<const float> forward(std::span<const int32_t> tokens, int64_t start_pos, bool all_logits = true) override;
   // Tokens of several sequences in one pass: token t belongs to sequence seqs[t] at position
   // positions[t]; a sequence's tokens must be in ascending position order and its earlier
   // positions already evaluated. Returns one logits row per token whose want_logits[t] is
   // non-zero, in batch order. Error(invalid_argument) as forward(), plus a sequence outside
   // [0, n_seq) or mismatched span sizes.
   std::span<const float> forward_batch(std::span<const int32_t> tokens, std::span<const int32_t> seqs,
-                                       std::span<const int64_t> positions, std::span<const uint8_t> want_logits);
+                                       std::span<const int64_t> positions, std::span<const uint8_t> want_logits) override;
 
-  void set_routing_observer(RoutingObserver* observer) { observer_ = observer; }
+  void set_routing_observer(RoutingObserver* observer) override { observer_ = observer; }
   // Offers every weight product to `offload` first (null: all products on the CPU).
-  void set_matmul_offload(MatmulOffload* offload) { offload_ = offload; }
+  void set_matmul_offload(MatmulOffload* offload) override { offload_ = offload; }
   const ModelConfig& config() const { return model_.config(); }
-  int64_t n_ctx() const { return kv_[0].n_ctx(); }
-  int64_t n_seq() const { return static_cast<int64_t>(kv_.size()); }
-  int64_t n_batch() const { return n_batch_; }
+  int64_t n_ctx() const override { return kv_[0].n_ctx(); }
+  int64_t n_seq() const override { return static_cast<int64_t>(kv_.size()); }
+  int64_t n_batch() const override { return n_batch_; }
   const KvCache& kv_cache(int64_t seq = 0) const { return kv_[static_cast<size_t>(seq)]; }
-  uint64_t kv_bytes() const { return kv_[0].bytes() * kv_.size(); }  // all sequences
-  int prefetch_depth() const { return predictor_ ? predictor_->depth() : 0; }
-  uint64_t scratch_bytes() const { return scratch_bytes_; }
+  bool can_rewind() const override { return true; }
+  uint64_t recurrent_state_bytes() const override { return 0; }
+  uint64_t kv_bytes() const override { return kv_[0].bytes() * kv_.size(); }  // all sequences
+  int prefetch_depth() const override { return predictor_ ? predictor_->depth() : 0; }
+  uint64_t scratch_bytes() const override { return scratch_bytes_; }
 
  private:
   // Checks the batch, embeds it and runs every layer; pos_/seq_/seq_used_/seq_count_ are set.
