@@ -10,7 +10,7 @@ namespace sluice::core {
 namespace {
 
 KimiK3SessionOptions k3_options(const SessionOptions& o) {
-  return {.n_ctx = o.n_ctx, .n_batch = o.n_batch, .kv_type = o.kv_type};
+  return {.n_ctx = o.n_ctx, .n_batch = o.n_batch, .kv_type = o.kv_type, .n_seq = std::max<int64_t>(o.n_seq, 1)};
 }
 
 int64_t n_ctx_of(const KimiK3Config& c, int64_t n_ctx) { return n_ctx > 0 ? n_ctx : std::min<int64_t>(c.n_ctx_train, 4096); }
@@ -42,9 +42,6 @@ std::unique_ptr<ExpertSource> KimiK3ArchModel::in_core_experts() const {
 
 std::unique_ptr<Session> KimiK3ArchModel::create_session(ExpertSource& experts, kernels::ThreadPool& pool,
                                                          const SessionOptions& options) {
-  if (options.n_seq > 1)
-    throw Error(ErrorCode::unsupported, "a kimi-k3 session holds one sequence (asked for " +
-                                            std::to_string(options.n_seq) + "); run it with one");
   return std::make_unique<KimiK3Session>(*model_, experts, pool, k3_options(options));
 }
 

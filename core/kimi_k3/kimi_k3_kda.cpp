@@ -14,7 +14,7 @@ void KimiK3Session::kda(int64_t il, int64_t n) {
   const KimiK3Layer& L = model_.layer(il);
   const int64_t DI = c.d_inner(), H = c.n_head, D = c.kda_head_dim, K = c.d_conv;
   const size_t nd = static_cast<size_t>(n * DI);
-  float* conv_state = state_.conv(il);  // [q | k | v] blocks of [DI][K-1]
+  float* conv_state = state_->conv(il);  // [q | k | v] blocks of [DI][K-1]
 
   // q, k, v: projection, causal depthwise conv over [state | batch], silu.
   const Tensor* w[3] = {&L.wq, &L.wk, &L.wv};
@@ -45,7 +45,7 @@ void KimiK3Session::kda(int64_t il, int64_t n) {
   kernels::kda_l2_norm({q, nd}, D, c.rms_eps);
   kernels::kda_l2_norm({k, nd}, D, c.rms_eps);
   const float scale = 1.0f / std::sqrt(static_cast<float>(D));
-  const std::span<float> S{state_.ssm(il), static_cast<size_t>(c.ssm_state_floats())};
+  const std::span<float> S{state_->ssm(il), static_cast<size_t>(c.ssm_state_floats())};
   const std::span<const float> bt{beta_.data(), static_cast<size_t>(n * H)};
   if (chunked_kda_ && n > 1)
     kernels::kda_chunked({q, nd}, {k, nd}, {v, nd}, {g_.data(), nd}, bt, S, n, H, D, scale, kernels::kKdaChunk,

@@ -30,16 +30,16 @@ void KimiK3Session::mla(int64_t il, int64_t n, int64_t start_pos) {
   for (int64_t t = 0; t < n; ++t) {
     float* row = kv_.data() + t * R;
     rms_norm(row, L.kv_a_norm, 1, KL, row);
-    std::byte* dst = state_.kv_row(il, start_pos + t);
-    if (state_.kv_type() == GgmlType::F32) std::memcpy(dst, row, static_cast<size_t>(R) * sizeof(float));
-    else kernels::quantize_row(state_.kv_type(), row, dst, R);
+    std::byte* dst = state_->kv_row(il, start_pos + t);
+    if (state_->kv_type() == GgmlType::F32) std::memcpy(dst, row, static_cast<size_t>(R) * sizeof(float));
+    else kernels::quantize_row(state_->kv_type(), row, dst, R);
   }
   // The cached rows of positions [0, start_pos + n) as floats: the cache itself when it is F32 (a
   // layer's rows are contiguous), else widened into scratch.
   const int64_t n_kv = start_pos + n;
-  const float* kv_rows = reinterpret_cast<const float*>(state_.kv_row(il, 0));
-  if (state_.kv_type() != GgmlType::F32) {
-    for (int64_t s = 0; s < n_kv; ++s) kernels::dequantize_row(state_.kv_type(), state_.kv_row(il, s), kv_f32_.data() + s * R, R);
+  const float* kv_rows = reinterpret_cast<const float*>(state_->kv_row(il, 0));
+  if (state_->kv_type() != GgmlType::F32) {
+    for (int64_t s = 0; s < n_kv; ++s) kernels::dequantize_row(state_->kv_type(), state_->kv_row(il, s), kv_f32_.data() + s * R, R);
     kv_rows = kv_f32_.data();
   }
 

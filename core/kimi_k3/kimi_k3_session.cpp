@@ -32,10 +32,15 @@ KimiK3Session::KimiK3Session(const KimiK3Model& model, ExpertSource& experts, ke
       experts_(experts),
       pool_(pool),
       n_batch_(options.n_batch),
-      chunked_kda_(options.chunked_kda),
-      state_(model.config(), default_ctx(model.config(), options.n_ctx), options.kv_type) {
+      chunked_kda_(options.chunked_kda) {
   const KimiK3Config& c = model.config();
   if (n_batch_ <= 0) throw Error(ErrorCode::invalid_argument, "n_batch " + std::to_string(n_batch_) + " must be > 0");
+  if (options.n_seq < 1) throw Error(ErrorCode::invalid_argument, "n_seq " + std::to_string(options.n_seq) + " must be > 0");
+  states_.reserve(static_cast<size_t>(options.n_seq));
+  for (int64_t s = 0; s < options.n_seq; ++s)
+    states_.emplace_back(c, default_ctx(c, options.n_ctx), options.kv_type);
+  state_ = &states_[0];
+  n_past_.assign(states_.size(), 0);
   const int64_t B = n_batch_, E = c.n_embd, DI = c.d_inner(), H = c.n_head, D = c.kda_head_dim;
   for (auto* v : {&x_, &r_, &u_, &h_, &a_}) size(*v, B * E);
   n_stack_ = 0;
@@ -52,7 +57,7 @@ KimiK3Session::KimiK3Session(const KimiK3Model& model, ExpertSource& experts, ke
     if (chunked_kda_) size(chunk_scratch_, kernels::kda_chunked_scratch_floats(D, kernels::kKdaChunk, pool.size()));
   }
   if (c.n_mla_layers() > 0) {
-    const int64_t R = c.mla_row(), dqk = c.qk_nope + c.qk_rope, n_ctx = state_.n_ctx();
+    const int64_t R = c.mla_row(), dqk = c.qk_nope + c.qk_rope, n_ctx = state_->n_ctx();
     size(qa_, B * std::max<int64_t>(c.q_lora_rank, 1));
     size(q_, B * H * dqk);
     size(kv_, B * R);
@@ -92,6 +97,7 @@ KimiK3Session::KimiK3Session(const KimiK3Model& model, ExpertSource& experts, ke
     size(sh_, B * E);
   }
   size(logits_, B * c.n_vocab);
+  if (options.n_seq > 1) size(batch_logits_, B * c.n_vocab);
 
   // Matmul scratch: the largest any weight needs for a full batch (in-memory type, or F32 when the
   // loader widened it).
@@ -102,7 +108,7 @@ KimiK3Session::KimiK3Session(const KimiK3Model& model, ExpertSource& experts, ke
     mm = std::max(mm, kernels::matmul_scratch_bytes(GgmlType::F32, t.ne[0], B));
   }
   size(mm_scratch_, static_cast<int64_t>(mm));
-  state_.reset();
+  for (KimiK3State& st : states_) st.reset();
 }
 
 uint64_t KimiK3Session::scratch_bytes() const {
@@ -111,7 +117,7 @@ uint64_t KimiK3Session::scratch_bytes() const {
                         &conv_out_[2], &fa_, &z_, &g_, &beta_, &o_, &g2_, &exp_g_, &conv_win_, &chunk_scratch_,
                         &qa_, &q_, &kv_, &q_nope_, &q_abs_, &qh_, &o_lat_, &o_head_, &mla_o_, &gate_, &scores_,
                         &kv_f32_, &kv_col_, &ffn_g_, &ffn_u_, &ffn_out_, &router_, &probs_, &sel_, &route_w_,
-                        &group_scores_, &zl_, &xe_, &ge_, &ue_, &ye_, &expert_out_, &moe_, &sh_, &logits_})
+                        &group_scores_, &zl_, &xe_, &ge_, &ue_, &ye_, &expert_out_, &moe_, &sh_, &logits_, &batch_logits_})
     f += v->size();
   uint64_t i = route_ids_.size() + group_top_.size() + expert_list_.size() + pending_.size() + gather_.size();
   return f * sizeof(float) + i * sizeof(int32_t) + mm_scratch_.size() + mix_rows_.size() * sizeof(float*);
@@ -153,19 +159,26 @@ void KimiK3Session::mix(const Tensor& w, int64_t n, const float* cur, float* u) 
 }
 
 std::span<const float> KimiK3Session::forward(std::span<const int32_t> tokens, int64_t start_pos, bool all_logits) {
+  return forward_seq(0, tokens, start_pos, all_logits);
+}
+
+std::span<const float> KimiK3Session::forward_seq(int64_t seq, std::span<const int32_t> tokens, int64_t start_pos,
+                                                  bool all_logits) {
   const KimiK3Config& c = model_.config();
+  state_ = &states_[static_cast<size_t>(seq)];
+  int64_t& n_past = n_past_[static_cast<size_t>(seq)];
   const int64_t n = static_cast<int64_t>(tokens.size()), E = c.n_embd;
   if (n == 0 || n > n_batch_)
     throw Error(ErrorCode::invalid_argument, "forward() got " + std::to_string(n) + " tokens; expected 1 to n_batch = " +
                                                  std::to_string(n_batch_));
-  if (start_pos != 0 && start_pos != n_past_)
+  if (start_pos != 0 && start_pos != n_past)
     throw Error(ErrorCode::invalid_argument, "kimi-k3 forward() at position " + std::to_string(start_pos) +
                                                  " does not continue the sequence (next position " +
-                                                 std::to_string(n_past_) + "); the KDA state cannot rewind");
-  if (start_pos + n > state_.n_ctx())
+                                                 std::to_string(n_past) + "); the KDA state cannot rewind");
+  if (start_pos + n > state_->n_ctx())
     throw Error(ErrorCode::invalid_argument, "positions up to " + std::to_string(start_pos + n - 1) +
-                                                 " exceed the context of " + std::to_string(state_.n_ctx()));
-  if (start_pos == 0) state_.reset();
+                                                 " exceed the context of " + std::to_string(state_->n_ctx()));
+  if (start_pos == 0) state_->reset();
 
   // x = token_embd[t] (rows dequantized as ggml_get_rows does).
   const Tensor& embd = model_.token_embd();
@@ -202,7 +215,7 @@ std::span<const float> KimiK3Session::forward(std::span<const int32_t> tokens, i
   mix(model_.output_res_score(), n, x_.data(), u_.data());
   rms_norm(u_.data() + first * E, model_.output_norm(), rows, E, h_.data());
   matmul(model_.output().matrix(), h_.data(), rows, logits_.data());
-  n_past_ = start_pos + n;
+  n_past = start_pos + n;
   return {logits_.data(), static_cast<size_t>(rows * c.n_vocab)};
 }
 
@@ -216,26 +229,39 @@ std::span<const float> KimiK3Session::forward_batch(std::span<const int32_t> tok
   const size_t n = tokens.size();
   if (seqs.size() != n || positions.size() != n || want_logits.size() != n)
     throw Error(ErrorCode::invalid_argument, "forward_batch() spans differ in size");
-  if (n == 0) throw Error(ErrorCode::invalid_argument, "forward_batch() got no tokens");
-  size_t wanted = 0;
+  if (n == 0 || n > static_cast<size_t>(n_batch_))
+    throw Error(ErrorCode::invalid_argument, "forward_batch() got " + std::to_string(n) +
+                                                 " tokens; expected 1 to n_batch = " + std::to_string(n_batch_));
+  const int64_t n_seq = static_cast<int64_t>(states_.size());
   for (size_t t = 0; t < n; ++t) {
-    if (seqs[t] != 0)
-      throw Error(ErrorCode::unsupported, "a kimi-k3 session holds one sequence; got sequence " + std::to_string(seqs[t]));
-    if (positions[t] != positions[0] + static_cast<int64_t>(t))
-      throw Error(ErrorCode::invalid_argument, "forward_batch(): kimi-k3 positions must be consecutive");
-    wanted += want_logits[t] ? 1 : 0;
+    if (seqs[t] < 0 || seqs[t] >= n_seq)
+      throw Error(ErrorCode::invalid_argument, "sequence " + std::to_string(seqs[t]) + " is outside [0, " +
+                                                   std::to_string(n_seq) + ")");
   }
-  // Only the last row: the same call as a single run's prompt (only that row is computed).
-  if (wanted == 1 && want_logits[n - 1]) return forward(tokens, positions[0], false);
-  std::span<const float> all = forward(tokens, positions[0], true);
+  // Rows land in logits_ (one sequence: compacted in place) or batch_logits_ (several).
+  float* out = n_seq > 1 ? batch_logits_.data() : logits_.data();
   const size_t V = static_cast<size_t>(model_.config().n_vocab);
-  size_t row = 0;
-  for (size_t t = 0; t < n; ++t) {
-    if (!want_logits[t]) continue;
-    if (row != t) std::memmove(logits_.data() + row * V, all.data() + t * V, V * sizeof(float));
-    ++row;
+  size_t rows = 0;
+  for (size_t begin = 0; begin < n;) {
+    size_t end = begin + 1;  // a run: consecutive tokens of one sequence at consecutive positions
+    while (end < n && seqs[end] == seqs[begin] && positions[end] == positions[end - 1] + 1) ++end;
+    if (n_seq == 1 && begin > 0)  // its rows would land where the first run's are
+      throw Error(ErrorCode::invalid_argument, "forward_batch(): one sequence's tokens must be at consecutive positions");
+    size_t wanted = 0;
+    for (size_t t = begin; t < end; ++t) wanted += want_logits[t] ? 1 : 0;
+    // At most the run's last row wanted: the call a single run makes for its prompt.
+    const bool all_rows = wanted > 1 || (wanted == 1 && !want_logits[end - 1]);
+    const std::span<const float> got =
+        forward_seq(seqs[begin], tokens.subspan(begin, end - begin), positions[begin], all_rows);
+    for (size_t t = begin; t < end; ++t) {
+      if (!want_logits[t]) continue;
+      const float* row = got.data() + (all_rows ? (t - begin) * V : 0);
+      if (out + rows * V != row) std::memmove(out + rows * V, row, V * sizeof(float));
+      ++rows;
+    }
+    begin = end;
   }
-  return {logits_.data(), row * V};
+  return {out, rows * V};
 }
 
 }  // namespace sluice::core

@@ -16,7 +16,8 @@
 //
 // forward(tokens, start_pos) must continue the sequence: start_pos equals the number of tokens
 // already evaluated (the KDA state is a running carry; it cannot rewind). start_pos == 0 starts
-// a new sequence and resets the recurrent state.
+// a new sequence and resets the recurrent state. With n_seq > 1 the session holds one state per
+// sequence and forward_batch() mixes their tokens (continuous batching); forward() is sequence 0.
 //
 // Numerics: every matmul goes through kernels::matmul, which quantizes the activation rows to
 // the weight's vec_dot_type as ggml does; norms accumulate in double; the KDA recurrence, the
@@ -44,6 +45,7 @@ struct KimiK3SessionOptions {
   int64_t n_batch = 512;             // most tokens per forward() call
   GgmlType kv_type = GgmlType::F16;  // MLA cache: F16 (llama.cpp's default) or F32
   bool chunked_kda = false;          // prefill KDA with the chunked form (same math, other rounding)
+  int64_t n_seq = 1;                 // sequences (one recurrent state + MLA cache each)
 };
 
 class KimiK3Session final : public Session {
@@ -54,30 +56,36 @@ class KimiK3Session final : public Session {
   // Error(invalid_argument): empty or more than n_batch tokens, a token id outside the vocabulary,
   // a start_pos that does not continue the sequence, or positions past the context.
   std::span<const float> forward(std::span<const int32_t> tokens, int64_t start_pos, bool all_logits = true) override;
-  // One sequence (0) only: its tokens must continue it (or start it at 0) in position order.
-  // Error(unsupported) for another sequence.
+  // Tokens of several sequences (each continuing its own, or starting it at 0, in position
+  // order). Each run of one sequence's tokens is computed as forward() computes that sequence
+  // alone (its own state, the same products over the same rows), so every sequence's logits
+  // equal a single-sequence run of its tokens bit for bit; experts shared by several runs are
+  // read once and hit the cache for the others.
   std::span<const float> forward_batch(std::span<const int32_t> tokens, std::span<const int32_t> seqs,
                                        std::span<const int64_t> positions, std::span<const uint8_t> want_logits) override;
 
   void set_routing_observer(RoutingObserver* observer) override { observer_ = observer; }
   const KimiK3Config& config() const { return model_.config(); }
-  int64_t n_ctx() const override { return state_.n_ctx(); }
+  int64_t n_ctx() const override { return states_[0].n_ctx(); }
   int64_t n_batch() const override { return n_batch_; }
-  int64_t n_seq() const override { return 1; }
+  int64_t n_seq() const override { return static_cast<int64_t>(states_.size()); }
   bool can_rewind() const override { return false; }
   int prefetch_depth() const override { return 0; }
   void set_matmul_offload(MatmulOffload* offload) override;
-  int64_t n_past() const { return n_past_; }
-  const KimiK3State& state() const { return state_; }
+  int64_t n_past(int64_t seq = 0) const { return n_past_[static_cast<size_t>(seq)]; }
+  const KimiK3State& state(int64_t seq = 0) const { return states_[static_cast<size_t>(seq)]; }
   // Bytes of the recurrent state (KDA conv + delta-rule), of the MLA cache, of the scratch.
-  uint64_t recurrent_state_bytes() const override { return state_.recurrent_bytes(); }
-  uint64_t kv_cache_bytes() const { return state_.kv_bytes(); }
-  uint64_t kv_bytes() const override { return state_.kv_bytes(); }
+  // Every sequence.
+  uint64_t recurrent_state_bytes() const override { return states_[0].recurrent_bytes() * states_.size(); }
+  uint64_t kv_cache_bytes() const { return states_[0].kv_bytes() * states_.size(); }
+  uint64_t kv_bytes() const override { return kv_cache_bytes(); }
   uint64_t scratch_bytes() const override;
   // scratch_bytes() of a session with these options, without allocating (core/kimi_k3/kimi_k3_session_size.cpp).
   static uint64_t scratch_bytes_for(const KimiK3Model& model, const KimiK3SessionOptions& options, unsigned threads);
 
  private:
+  // forward() of sequence `seq`: its state, its position checks.
+  std::span<const float> forward_seq(int64_t seq, std::span<const int32_t> tokens, int64_t start_pos, bool all_logits);
   void kda(int64_t il, int64_t n);
   void mla(int64_t il, int64_t n, int64_t start_pos);
   void ffn_dense(int64_t il, int64_t n);
@@ -98,9 +106,10 @@ class KimiK3Session final : public Session {
   kernels::ThreadPool& pool_;
   int64_t n_batch_;
   bool chunked_kda_;
-  KimiK3State state_;
+  std::vector<KimiK3State> states_;  // one per sequence
+  KimiK3State* state_ = nullptr;     // the sequence forward_seq() is computing
   RoutingObserver* observer_ = nullptr;
-  int64_t n_past_ = 0;
+  std::vector<int64_t> n_past_;      // per sequence
 
   // Stream and sublayer buffers, [n_batch][n_embd].
   std::vector<float> x_, r_, u_, h_, a_;
@@ -118,6 +127,7 @@ class KimiK3Session final : public Session {
   std::vector<int32_t> route_ids_, group_top_, expert_list_, pending_, gather_;
   std::vector<float> zl_, xe_, ge_, ue_, ye_, expert_out_, moe_, sh_;
   std::vector<float> logits_;
+  std::vector<float> batch_logits_;  // n_seq > 1: forward_batch's rows, gathered per sequence
   std::vector<std::byte> mm_scratch_;
 };
 
