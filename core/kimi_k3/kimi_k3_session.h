@@ -94,7 +94,7 @@ class KimiK3Session final : public Session {
   // u = MIX(stack, cur, w) for n tokens; u may be cur.
   void mix(const Tensor& w, int64_t n, const float* cur, float* u);
   // How ggml meets this product, which decides its summation order and activation rounding
-  // (kernels/dot_f32.h; as core::Session): a plain mul_mat of a contiguous activation, a permuted
+  // (kernels/dot_f32.h; as core::LlamaSession): a plain mul_mat of a contiguous activation, a permuted
   // activation (MLA's q_nope view), or ggml's vector path (mul_mat_id of the routed experts, and the
   // KDA beta product, which llama.cpp also runs there).
   enum class MatKind { plain, permuted, vector };
