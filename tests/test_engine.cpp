@@ -224,6 +224,40 @@ TEST_CASE("kimi-k3 routed experts streamed through the engine's cache give logit
   }
 }
 
+TEST_CASE("kimi-k3 with router-guided prefetch at depths 1 to 3 gives the in-core logits out of core and predicts") {
+  for (const auto& model : sluice::test::supported_reference_models()) {
+    if (!model.kimi_k3) continue;
+    const char* stem = model.stem;
+    CAPTURE(stem);
+    InCoreReference reference(stem, manifest_tokens(stem));
+    for (int depth : {1, 2, 3}) {
+      CAPTURE(depth);
+      EngineOptions base = options_for(stem);
+      base.session.prefetch_depth = depth;
+      uint64_t minimum = 0, unlimited = 0;
+      {
+        Engine e(base);
+        minimum = e.budget().minimum();
+        unlimited = e.budget().total();
+      }
+      for (uint64_t budget : {minimum, minimum + (unlimited - minimum) / 3, unlimited}) {
+        CAPTURE(budget);
+        EngineOptions o = base;
+        o.budget_bytes = budget;
+        Engine e(o);
+        CHECK(e.session().prefetch_depth() == depth);
+        CHECK(e.budget().total() <= budget);
+        auto logits = teacher_forced_logits(e, manifest_tokens(stem));
+        const auto& ref = reference.at_batch(e.n_batch());
+        REQUIRE(logits.size() == ref.size());
+        CHECK(std::memcmp(logits.data(), ref.data(), logits.size() * sizeof(float)) == 0);
+        REQUIRE(e.prefetcher() != nullptr);
+        CHECK(e.prefetcher()->stats().total.steps > 0);  // predictions were made and scored
+      }
+    }
+  }
+}
+
 TEST_CASE("a budget below the minimum is refused with the minimum in MiB and its parts in the message") {
   for (const auto& model : sluice::test::llama_family_reference_models()) {
     const char* stem = model.stem;

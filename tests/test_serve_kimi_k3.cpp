@@ -81,7 +81,7 @@ TEST_CASE("kimi-k3 sequences mixed in one forward_batch get the logits each gets
   std::vector<std::vector<float>> alone;
   const std::vector<int32_t> next{7, 11};
   for (const Prompt& p : ps) {
-    core::KimiK3Session s(*model, experts, pool, {.n_ctx = 64, .n_batch = 32, .kv_type = GgmlType::F16});
+    core::KimiK3Session s(*model, experts, pool, {.n_ctx = 64, .n_batch = 64, .kv_type = GgmlType::F16});
     std::vector<float> all = rows(s.forward(p, 0, true));
     for (size_t i = 0; i < next.size(); ++i) {
       const auto r = s.forward({&next[i], 1}, static_cast<int64_t>(p.size() + i));
@@ -90,7 +90,7 @@ TEST_CASE("kimi-k3 sequences mixed in one forward_batch get the logits each gets
     alone.push_back(std::move(all));
   }
   const int64_t S = static_cast<int64_t>(ps.size());
-  core::KimiK3Session s(*model, experts, pool, {.n_ctx = 64, .n_batch = 32, .kv_type = GgmlType::F16, .n_seq = S});
+  core::KimiK3Session s(*model, experts, pool, {.n_ctx = 64, .n_batch = 64, .kv_type = GgmlType::F16, .n_seq = S});
   CHECK(s.n_seq() == S);
   CHECK(s.recurrent_state_bytes() == S * core::KimiK3State::recurrent_bytes_for(model->config()));
   // Step 1: every prompt in one batch, every row wanted.

@@ -88,7 +88,12 @@ TEST_CASE("a recorded trace parses with the trace reader and holds exactly the r
   const std::string text = cache::format_trace(recorder.trace());
   cache::Trace t = cache::parse_trace(text, "recorded");
   int n_moe = 0;
-  for (int64_t il = 0; il < cfg.n_layer; ++il) n_moe += cfg.is_moe_layer(il) ? 1 : 0;
+  int dense_lead = -1;  // blocks before the first MoE block
+  for (int64_t il = 0; il < cfg.n_layer; ++il) {
+    const bool moe = cfg.moe_layer[static_cast<size_t>(il)];
+    n_moe += moe ? 1 : 0;
+    if (moe && dense_lead < 0) dense_lead = static_cast<int>(il);
+  }
   REQUIRE(t.sequences.size() == 2);
   CHECK(t.header.n_layer == static_cast<uint32_t>(n_moe));
   CHECK(t.header.n_expert == static_cast<uint32_t>(cfg.n_expert));
@@ -100,7 +105,7 @@ TEST_CASE("a recorded trace parses with the trace reader and holds exactly the r
   REQUIRE(per_seq == static_cast<size_t>(14 * n_moe));
   for (size_t i = 0; i < tee.events.size(); ++i) {
     const auto& e = tee.events[i];
-    const int moe = e.layer - static_cast<int>(cfg.n_layer_dense_lead);
+    const int moe = e.layer - dense_lead;
     auto row = t.step(i / per_seq, static_cast<uint32_t>(e.pos), static_cast<uint32_t>(moe));
     REQUIRE(row.size() == e.experts.size());
     for (size_t k = 0; k < row.size(); ++k) CHECK(row[k] == static_cast<uint32_t>(e.experts[k]));

@@ -1,6 +1,7 @@
 // kimi-k3 behind the Architecture seam (core/arch/architecture.h): KimiK3Model + KimiK3Session.
-// Its non-routed layers stay resident (layer_layout() is empty), its sessions do not predict
-// experts, and plan() reads the resident weights (load() then takes the planned model over).
+// Its non-routed layers stay resident (layer_layout() is empty), its sessions predict experts
+// (core/kimi_k3/kimi_k3_predictor.h), and plan() reads the resident weights (load() then takes
+// the planned model over).
 #pragma once
 
 #include <memory>
@@ -23,7 +24,7 @@ class KimiK3ArchModel final : public ArchModel {
   uint64_t kv_bytes(const SessionOptions& options) const override;
   uint64_t recurrent_bytes(const SessionOptions& options) const override;
   uint64_t scratch_bytes(const SessionOptions& options, unsigned threads) const override;
-  bool predicts_experts() const override { return false; }
+  bool predicts_experts() const override { return true; }
   cache::ShardLayout layer_layout() const override { return {}; }
   LayerStream& stream_layers(const ShardIndex* index) override;
   std::unique_ptr<ExpertSource> in_core_experts() const override;

@@ -86,6 +86,8 @@ void KimiK3Session::ffn_moe(int64_t il, int64_t n, int64_t start_pos) {
     if (used) expert_list_[static_cast<size_t>(n_list++)] = static_cast<int32_t>(e);
   }
   experts_.plan(static_cast<int>(il), {expert_list_.data(), static_cast<size_t>(n_list)});
+  // The next MoE layers' likely experts, read while this one computes (u_: this block's FFN input).
+  if (predictor_) predictor_->predict(il, {u_.data(), static_cast<size_t>(n * c.n_embd)}, n, experts_, pool_);
   // Experts in the order the source hands them out (resident first, then as reads land); each
   // (token, slot) output is kept apart and summed in routing order below, so the order never
   // changes the result.

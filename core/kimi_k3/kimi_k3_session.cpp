@@ -108,6 +108,7 @@ KimiK3Session::KimiK3Session(const KimiK3Model& model, ExpertSource& experts, ke
     mm = std::max(mm, kernels::matmul_scratch_bytes(GgmlType::F32, t.ne[0], B));
   }
   size(mm_scratch_, static_cast<int64_t>(mm));
+  if (options.prefetch_depth > 0 && c.n_expert > 0) predictor_ = std::make_unique<KimiK3Predictor>(model, options.prefetch_depth);
   for (KimiK3State& st : states_) st.reset();
 }
 
@@ -120,7 +121,8 @@ uint64_t KimiK3Session::scratch_bytes() const {
                         &group_scores_, &zl_, &xe_, &ge_, &ue_, &ye_, &expert_out_, &moe_, &sh_, &logits_, &batch_logits_})
     f += v->size();
   uint64_t i = route_ids_.size() + group_top_.size() + expert_list_.size() + pending_.size() + gather_.size();
-  return f * sizeof(float) + i * sizeof(int32_t) + mm_scratch_.size() + mix_rows_.size() * sizeof(float*);
+  return f * sizeof(float) + i * sizeof(int32_t) + mm_scratch_.size() + mix_rows_.size() * sizeof(float*) +
+         (predictor_ ? predictor_->scratch_bytes() : 0);
 }
 
 void KimiK3Session::matmul(const kernels::WeightMatrix& w, const float* x, int64_t n, float* y, MatKind kind) {
@@ -190,6 +192,8 @@ std::span<const float> KimiK3Session::forward_seq(int64_t seq, std::span<const i
     kernels::dequantize_row(embd.type, embd.data + static_cast<size_t>(id) * embd.row_bytes, x_.data() + t * E, E);
   }
 
+  // The first MoE layers' experts, guessed from the embeddings, read while the lead blocks run.
+  if (predictor_) predictor_->predict(-1, {x_.data(), static_cast<size_t>(n * E)}, n, experts_, pool_);
   const size_t bytes = static_cast<size_t>(n * E) * sizeof(float);
   n_stack_ = 0;
   for (int64_t il = 0; il < c.n_layer; ++il) {

@@ -29,12 +29,14 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <vector>
 
 #include "core/arch/session.h"
 #include "core/experts/expert_source.h"
 #include "core/kimi_k3/kimi_k3_model.h"
+#include "core/kimi_k3/kimi_k3_predictor.h"
 #include "core/kimi_k3/kimi_k3_state.h"
 #include "kernels/thread_pool.h"
 
@@ -46,6 +48,7 @@ struct KimiK3SessionOptions {
   GgmlType kv_type = GgmlType::F16;  // MLA cache: F16 (llama.cpp's default) or F32
   bool chunked_kda = false;          // prefill KDA with the chunked form (same math, other rounding)
   int64_t n_seq = 1;                 // sequences (one recurrent state + MLA cache each)
+  int prefetch_depth = 0;            // router-guided prefetch, MoE layers ahead (core/kimi_k3/kimi_k3_predictor.h)
 };
 
 class KimiK3Session final : public Session {
@@ -70,7 +73,7 @@ class KimiK3Session final : public Session {
   int64_t n_batch() const override { return n_batch_; }
   int64_t n_seq() const override { return static_cast<int64_t>(states_.size()); }
   bool can_rewind() const override { return false; }
-  int prefetch_depth() const override { return 0; }
+  int prefetch_depth() const override { return predictor_ ? predictor_->depth() : 0; }
   void set_matmul_offload(MatmulOffload* offload) override;
   int64_t n_past(int64_t seq = 0) const { return n_past_[static_cast<size_t>(seq)]; }
   const KimiK3State& state(int64_t seq = 0) const { return states_[static_cast<size_t>(seq)]; }
@@ -109,6 +112,7 @@ class KimiK3Session final : public Session {
   std::vector<KimiK3State> states_;  // one per sequence
   KimiK3State* state_ = nullptr;     // the sequence forward_seq() is computing
   RoutingObserver* observer_ = nullptr;
+  std::unique_ptr<KimiK3Predictor> predictor_;  // null: prefetch off
   std::vector<int64_t> n_past_;      // per sequence
 
   // Stream and sublayer buffers, [n_batch][n_embd].

@@ -80,6 +80,7 @@ uint64_t KimiK3Session::scratch_bytes_for(const KimiK3Model& model, const KimiK3
     mm = std::max(mm, kernels::matmul_scratch_bytes(GgmlType::F32, t.ne[0], B));
   }
   bytes += static_cast<uint64_t>(std::max<size_t>(mm, 1));     // mm_scratch_
+  if (options.prefetch_depth > 0 && c.n_expert > 0) bytes += KimiK3Predictor::scratch_bytes_for(model);  // predictor_
   return floats * sizeof(float) + ints * sizeof(int32_t) + bytes;
 }
 
