@@ -6,7 +6,7 @@
 //
 //   budget = resident weights + layer arena + KV cache + session scratch + expert arena
 //
-// Everything is sized from the tensor directory (Model::plan) before anything is read or
+// Everything is sized from the tensor directory (Architecture::plan) before anything is read or
 // allocated. With a budget, the engine takes the first of these that fits:
 //   1. all non-routed weights resident, the requested batch (-b);
 //   2. layer streaming: only the token embeddings, output_norm and tensors converted at load stay
