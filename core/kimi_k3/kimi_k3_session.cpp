@@ -126,18 +126,7 @@ uint64_t KimiK3Session::scratch_bytes() const {
 }
 
 void KimiK3Session::matmul(const kernels::WeightMatrix& w, const float* x, int64_t n, float* y, MatKind kind) {
-  const size_t nx = static_cast<size_t>(n * w.n_cols), ny = static_cast<size_t>(n * w.n_rows);
-  if (w.type == GgmlType::F32) {  // no conversion: a permuted activation stays on the vector path
-    kernels::matmul_f32_ggml(w, {x, nx}, n, {y, ny}, kind == MatKind::plain, pool_);
-    return;
-  }
-  if (w.type == GgmlType::F16 && w.n_cols <= 8192) {  // rounded to F16 first, then llamafile may take it
-    kernels::matmul_f16_ggml(w, {x, nx}, n, {y, ny}, kind != MatKind::vector, false,
-                             {reinterpret_cast<float*>(mm_scratch_.data()), mm_scratch_.size() / sizeof(float)}, pool_);
-    return;
-  }
-  kernels::matmul(w, {x, static_cast<size_t>(n * w.n_cols)}, n, {y, static_cast<size_t>(n * w.n_rows)},
-                  mm_scratch_, pool_);
+  core::matmul(w, x, n, y, kind, mm_scratch_, pool_);
 }
 
 void KimiK3Session::rms_norm(const float* x, const Tensor& w, int64_t n_rows, int64_t len, float* y) {

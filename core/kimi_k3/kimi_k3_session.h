@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "core/arch/session.h"
+#include "core/compute/matmul.h"
 #include "core/experts/expert_source.h"
 #include "core/kimi_k3/kimi_k3_model.h"
 #include "core/kimi_k3/kimi_k3_predictor.h"
@@ -96,11 +97,9 @@ class KimiK3Session final : public Session {
   void route(int64_t il, int64_t n, int64_t start_pos);
   // u = MIX(stack, cur, w) for n tokens; u may be cur.
   void mix(const Tensor& w, int64_t n, const float* cur, float* u);
-  // How ggml meets this product, which decides its summation order and activation rounding
-  // (kernels/dot_f32.h; as core::LlamaSession): a plain mul_mat of a contiguous activation, a permuted
-  // activation (MLA's q_nope view), or ggml's vector path (mul_mat_id of the routed experts, and the
-  // KDA beta product, which llama.cpp also runs there).
-  enum class MatKind { plain, permuted, vector };
+  // core/compute/matmul.h, the dispatch every session shares: MatKind plain, permuted (MLA's
+  // q_nope view), or ggml's vector path (mul_mat_id of the routed experts, and the KDA beta
+  // product, which llama.cpp also runs there). Each run of a sequence is its own call.
   void matmul(const kernels::WeightMatrix& w, const float* x, int64_t n, float* y, MatKind kind = MatKind::plain);
   void rms_norm(const float* x, const Tensor& w, int64_t n_rows, int64_t len, float* y);
 

@@ -71,11 +71,11 @@ void LlamaSession::ffn_moe(int64_t il, int64_t n, float* out) {
         ++m;
       }
       const ExpertWeights& w = pin.weights();
-      matmul(w.up, xe_.data(), m, ue_.data(), MatKind::mul_mat_id);
-      matmul(w.gate, xe_.data(), m, ge_.data(), MatKind::mul_mat_id);
+      matmul(w.up, xe_.data(), m, ue_.data(), MatKind::vector);
+      matmul(w.gate, xe_.data(), m, ge_.data(), MatKind::vector);
       const std::span<float> g{ge_.data(), sz(m * F)};
       kernels::swiglu(g, {ue_.data(), sz(m * F)}, g);
-      matmul(w.down, ge_.data(), m, de_.data(), MatKind::mul_mat_id);
+      matmul(w.down, ge_.data(), m, de_.data(), MatKind::vector);
       for (int64_t r = 0; r < m; ++r) {
         const int64_t i = gather_[sz(r)];  // t * K + slot
         kernels::scale({de_.data() + r * E, sz(E)}, route_w_[sz(i)], {expert_out_.data() + i * E, sz(E)});

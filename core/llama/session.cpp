@@ -193,39 +193,9 @@ uint64_t LlamaSession::kv_bytes_for(const ModelConfig& config, const SessionOpti
 }
 
 void LlamaSession::matmul(const kernels::WeightMatrix& w, const float* x, int64_t n, float* y, MatKind kind) {
-  // Products whose summation order depends on how many rows they see run per sequence in a mixed
-  // batch, so each sequence gets the logits it gets alone: F32/F16 (llamafile's tiling) and the
-  // matrices llama.cpp repacks for plain mul_mat (GEMM over groups of 4 tokens, GEMV for the rest).
-  const bool order_depends_on_rows =
-      kind != MatKind::mul_mat_id &&
-      (w.type == GgmlType::F32 || w.type == GgmlType::F16 || w.repack == kernels::GgmlRepack::mul_mat);
-  if (order_depends_on_rows && runs_.size() > 2 && n == runs_n_) {
-    // The quantized kernels take the runs themselves and keep every sequence's order while
-    // unpacking each weight block once for the whole batch (an offloaded product still splits).
-    if (w.repack == kernels::GgmlRepack::mul_mat && !offload_) {
-      kernels::matmul(w, {x, sz(n * w.n_cols)}, n, {y, sz(n * w.n_rows)}, mm_scratch_, pool_, runs_);
-      return;
-    }
-    for (size_t r = 0; r + 1 < runs_.size(); ++r)
-      matmul_rows(w, x + runs_[r] * w.n_cols, runs_[r + 1] - runs_[r], y + runs_[r] * w.n_rows, kind);
-    return;
-  }
-  matmul_rows(w, x, n, y, kind);
-}
-
-void LlamaSession::matmul_rows(const kernels::WeightMatrix& w, const float* x, int64_t n, float* y, MatKind kind) {
-  // Inside the per-sequence split: an offloaded product sees the same rows a single run would.
-  if (offload_ && offload_->try_matmul(w, x, n, y)) return;
-  if (w.type == GgmlType::F32) {  // no conversion: a permuted activation stays on the vector path
-    kernels::matmul_f32_ggml(w, {x, sz(n * w.n_cols)}, n, {y, sz(n * w.n_rows)}, kind == MatKind::plain, pool_);
-    return;
-  }
-  if (w.type == GgmlType::F16 && w.n_cols <= 8192) {  // converted to F16 first, then llamafile may take it
-    kernels::matmul_f16_ggml(w, {x, sz(n * w.n_cols)}, n, {y, sz(n * w.n_rows)}, kind != MatKind::mul_mat_id,
-                             false, {reinterpret_cast<float*>(mm_scratch_.data()), mm_scratch_.size() / 4}, pool_);
-    return;
-  }
-  kernels::matmul(w, {x, sz(n * w.n_cols)}, n, {y, sz(n * w.n_rows)}, mm_scratch_, pool_);
+  // runs_ describe the activation of runs_n_ rows (core/compute/matmul.h splits by sequence).
+  const bool split = runs_.size() > 2 && n == runs_n_;
+  core::matmul(w, x, n, y, kind, mm_scratch_, pool_, offload_, split ? std::span<const int64_t>(runs_) : std::span<const int64_t>{});
 }
 
 void LlamaSession::ffn_dense(const Tensor& gate, const Tensor& up, const Tensor& down, int64_t n, float* out) {

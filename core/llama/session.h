@@ -47,6 +47,7 @@
 #include "core/llama/expert_predictor.h"
 #include "core/experts/expert_source.h"
 #include "core/llama/kv_cache.h"
+#include "core/compute/matmul.h"
 #include "core/compute/matmul_offload.h"
 #include "core/llama/layer_source.h"
 #include "core/llama/model.h"
@@ -104,12 +105,10 @@ class LlamaSession final : public Session {
   void ffn_dense(const Tensor& gate, const Tensor& up, const Tensor& down, int64_t n, float* out);
   void ffn_moe(int64_t il, int64_t n, float* out);
   void route(int64_t il, int64_t n);
-  // How ggml meets this product, which decides its summation order and activation rounding
-  // (kernels/dot_f32.h): a plain mul_mat of a contiguous activation, a permuted activation
-  // (converted to a contiguous copy first when it needs rounding), or mul_mat_id (experts).
-  enum class MatKind { plain, permuted, mul_mat_id };
+  // core/compute/matmul.h (the one dispatch; MatKind says how ggml meets the product: plain,
+  // permuted, or its vector path for mul_mat_id) with this session's scratch, pool, offload and,
+  // for the current activation, its sequence runs.
   void matmul(const kernels::WeightMatrix& w, const float* x, int64_t n, float* y, MatKind kind = MatKind::plain);
-  void matmul_rows(const kernels::WeightMatrix& w, const float* x, int64_t n, float* y, MatKind kind);
 
   struct Sizes;
   const Model& model_;
