@@ -61,6 +61,7 @@ std::vector<Preset> make_presets() {
   Preset k3 = make_deepseek2("kimi-k3", "Kimi-K3");
   k3.arch = Arch::kimi_k3;
   k3.arch_name = "kimi-k3";
+  k3.default_quant = "MXFP4_MOE";  // its experts ship as MXFP4
   k3.n_layer = 93;
   k3.n_layer_dense_lead = 1;
   k3.n_vocab = 163840;
@@ -219,6 +220,7 @@ std::vector<Preset> make_presets() {
   Preset tk3 = k3;
   tk3.name = "tiny-kimi-k3";
   tk3.model_name = "tiny-random-kimi-k3";
+  tk3.default_quant = "Q4_K_M";
   tk3.n_layer = 4;
   tk3.n_embd = 256;
   tk3.n_vocab = 2048;

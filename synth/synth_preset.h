@@ -49,6 +49,7 @@ struct Preset {
   std::string model_name;  // "Kimi-K2-Instruct"
   Arch arch = Arch::llama;
   std::string arch_name;   // general.architecture
+  std::string default_quant = "Q4_K_M";  // --quant when none is given (the type mix the real files ship)
   uint32_t n_layer = 0;    // the real model's block count
   uint32_t n_layer_dense_lead = 0;
   uint32_t n_embd = 0;
