@@ -154,7 +154,7 @@ class ShardCache {
   // released first): no allocation on the hot path.
   void acquire_all(std::span<const ShardKey> keys, std::span<Pin> out);
   bool prefetch(ShardKey key);
-  // Read-ahead of a large batch's next layer (core/expert_predictor.h): a speculative load like
+  // Read-ahead of a large batch's next layer (core/llama/expert_predictor.h): a speculative load like
   // prefetch, but outside the speculative caps, and it never evicts a shard that a prefetch or
   // read-ahead brought in and no demand has used yet, so a run of read-aheads never displaces
   // its own earlier guesses. The caps exist so that speculation cannot delay a demand read; the

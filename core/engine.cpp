@@ -9,30 +9,13 @@
 #include "cache/trace.h"
 #include "common/error.h"
 #include "common/units.h"
-#include "core/model_summary.h"
+#include "core/arch/budget_plan.h"
+#include "core/architectures.h"
+#include "core/gguf/model_summary.h"
 
 namespace sluice::core {
 
 namespace {
-
-uint64_t mib_ceil(uint64_t bytes) { return (bytes + (1ull << 20) - 1) >> 20; }
-
-// What one way of running needs, in bytes.
-struct Need {
-  uint64_t resident = 0, layers = 0, kv = 0, scratch = 0, experts = 0, gpu_staging = 0;
-  uint64_t total() const { return resident + layers + kv + scratch + experts + gpu_staging; }
-};
-
-Error budget_error(const Need& min, uint64_t budget, const std::string& path, bool layers_streamed) {
-  std::string parts = "resident weights " + human_bytes(min.resident);
-  if (layers_streamed) parts += " + one streamed layer " + human_bytes(min.layers);
-  parts += " + KV cache " + human_bytes(min.kv) + " + scratch at batch 1 " + human_bytes(min.scratch) +
-           " + one MoE layer's experts " + human_bytes(min.experts);
-  if (min.gpu_staging) parts += " + --gpu page-locked staging " + human_bytes(min.gpu_staging);
-  return Error(ErrorCode::budget, "budget " + human_bytes(budget) + " is below the minimum " +
-                                      std::to_string(mib_ceil(min.total())) + " MiB (" + std::to_string(min.total()) +
-                                      " bytes) for '" + path + "' (" + parts + ")");
-}
 
 cache::ExpertProfile load_profile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -42,19 +25,33 @@ cache::ExpertProfile load_profile(const std::string& path) {
   return cache::parse_profile(text.str(), path);
 }
 
-}  // namespace
-
-Engine::Engine(const EngineOptions& options) : options_(options) {
+void check_options(const EngineOptions& options) {
   if (options.budget_bytes > 0 && options.cache_experts > 0) {
     throw Error(ErrorCode::invalid_argument, "--budget and --cache-experts are alternatives; give one");
   }
   if (options.cache_experts < 0 || options.cache_experts > 1) {
     throw Error(ErrorCode::invalid_argument, "--cache-experts must be in (0%, 100%]");
   }
-  // --gpu without CUDA or a device is refused after the budget plan (reading the header only)
-  // and before anything loads, so a budget too small for the GPU staging is reported first.
-  // A bad profile fails before the model is loaded; its shape is checked once the layout is known.
-  if (!options.warm_profile.empty()) warm_profile_ = load_profile(options.warm_profile);
+  if (options.widen_f16_to_f32 && !options.in_core && (options.budget_bytes > 0 || options.cache_experts > 0)) {
+    throw Error(ErrorCode::invalid_argument, "--widen-f16 keeps every expert in RAM; it cannot be combined with a budget");
+  }
+}
+
+// The layer cache's sizes: one unit per size class, and two (capped at all of them).
+struct LayerArena {
+  uint64_t min = 0, two = 0;
+};
+
+LayerArena layer_arena_of(const cache::ShardLayout& layout, uint32_t alignment) {
+  if (layout.n_layer() == 0) return {};
+  const uint64_t all = cache::plan_cache(layout, UINT64_MAX / 4, alignment).arena_bytes;
+  const uint64_t min = cache::plan_cache(layout, all, alignment).min_bytes;
+  return {min, std::min(all, 2 * min)};
+}
+
+}  // namespace
+
+void Engine::open(const EngineOptions& options) {
   io::IoOptions io_options = options.io;
   if (options.faults && options.faults->fail_uring_setup) io_options.simulate_uring_failure = true;
   io::OpenedReader opened = io::open_reader(options.model_path, io_options);
@@ -68,203 +65,201 @@ Engine::Engine(const EngineOptions& options) : options_(options) {
     notices_.push_back("--io-faults: injecting faults into expert shard reads (seed " +
                        std::to_string(options.faults->seed) + ")");
   }
-  // The header, resident tensors and the index load through the plain reader; only streamed
-  // expert shards (what the checksums and the re-read guard) see injected faults.
-  io::Reader& plain = *plain_reader_;
   pool_ = std::make_unique<kernels::ThreadPool>(std::max(1u, options.threads));
+}
 
-  LoadOptions load;
-  load.widen_f16_to_f32 = options.widen_f16_to_f32;
+namespace {
+
+// Everything decided before a byte of weights is read (kimi-k3 excepted: its plan loads).
+// Lambdas in `load` and `in` point into the plan itself, so it never moves.
+struct RunPlan {
+  bool stream = false;
+  ArchLoadOptions load, lean_load;
+  SessionOptions session;
+  std::optional<ShardIndex> index;
+  std::unique_ptr<ArchModel> planned, lean;  // lean: planned with stream_layer_tensors
+  std::optional<StreamedLayout> expert_layout;
+  uint64_t all_experts_arena = 0;
+  BudgetInputs in;
+  BudgetPlan budget;
+  RunPlan() = default;
+  RunPlan(const RunPlan&) = delete;
+  RunPlan& operator=(const RunPlan&) = delete;
+};
+
+// Plans the full load (experts in core or not), reads the shard index and wires the resident
+// tensors' check to it.
+void plan_load(RunPlan& p, const EngineOptions& options, const Architecture& arch, io::Reader& plain, VerifyMode mode,
+               std::vector<std::string>& notices) {
+  p.load.widen_f16_to_f32 = options.widen_f16_to_f32;
   // Widening F16 to F32 is a conversion of loaded tensors; streamed shards are the file's bytes,
   // so a widened run keeps its experts in core.
-  bool stream = !options.in_core && !options.widen_f16_to_f32;
-  if (options.widen_f16_to_f32 && !options.in_core) {
-    if (options.budget_bytes > 0 || options.cache_experts > 0) {
-      throw Error(ErrorCode::invalid_argument, "--widen-f16 keeps every expert in RAM; it cannot be combined with a budget");
-    }
-    notices_.push_back("--widen-f16: experts are widened and held in RAM (no streaming)");
-  }
-  if (GgufFile::parse(plain).architecture() == "kimi-k3") {
-    if (options.gpu) require_gpu();
-    open_kimi_k3(stream);
-    return;
-  }
-  load.load_routed_experts = !stream;
-  // Reserve before reading: every size comes from the tensor directory alone.
-  Model planned = Model::plan(plain, load);
-  const ModelConfig& config = planned.config();
-  if (stream && config.n_expert == 0) {
+  p.stream = !options.in_core && !options.widen_f16_to_f32;
+  if (options.widen_f16_to_f32 && !options.in_core)
+    notices.push_back("--widen-f16: experts are widened and held in RAM (no streaming)");
+  p.load.load_routed_experts = !p.stream;
+  p.planned = arch.plan(plain, p.load);
+  if (p.stream && p.planned->expert_geometry().n_expert == 0) {
     // A dense model has nothing to stream; run it in core.
-    stream = false;
-    load.load_routed_experts = true;
-    planned = Model::plan(plain, load);
+    p.stream = false;
+    p.load.load_routed_experts = true;
+    p.planned = arch.plan(plain, p.load);
   }
-  {
-    GgufFile file = GgufFile::parse(plain);
-    split_.routed_expert_bytes = summarize(file).routed_expert_bytes;
-  }
-  SessionOptions session = options.session;
-  if (!stream) session.prefetch_depth = 0;  // nothing to read ahead
-  const uint64_t kv = Session::kv_bytes_for(config, session);
-  // The predictor reads later blocks' router weights, which are not in RAM when layers stream:
-  // prefetch is off then, and its scratch is not counted.
-  auto scratch_at = [&](int64_t batch, bool layers) {
-    SessionOptions o = session;
-    o.n_batch = batch;
-    if (layers) o.prefetch_depth = 0;
-    return Session::scratch_bytes_for(planned, o, options.threads);
-  };
-  // --gpu: the tier's page-locked staging (RAM outside the arena) at a given batch.
-  auto staging_at = [&](int64_t batch) { return options.gpu ? plan_gpu_host_staging(planned, batch).total() : 0; };
-
-  std::optional<ShardIndex> index = index_for_run(verify_mode(), options.model_path, planned.gguf(), plain, notices_);
-  verifying_ = index.has_value();
-  if (index) {
+  p.session = options.session;
+  if (!p.stream) p.session.prefetch_depth = 0;  // nothing to read ahead
+  p.index = index_for_run(mode, options.model_path, p.planned->gguf(), plain, notices);
+  if (p.index && arch.checks_resident_tensors()) {
     // Resident tensors (and in-core experts) are checked as they land, like streamed shards.
-    load.check_tensor = [&index](const GgufTensorInfo& t, std::span<const std::byte> bytes) {
+    const ShardIndex* index = &*p.index;
+    p.load.check_tensor = [index](const GgufTensorInfo& t, std::span<const std::byte> bytes) {
       const IndexedTensor* it = index->find(t.name);
       if (!it || it->file_offset != t.file_offset || it->bytes != bytes.size() || it->n_parts == 0) return true;
       const uint64_t part = it->part_bytes();
-      for (uint32_t p = 0; p < it->n_parts; ++p) {
-        if (!index->verify(t.name, p, bytes.subspan(p * part, part))) return false;
+      for (uint32_t i = 0; i < it->n_parts; ++i) {
+        if (!index->verify(t.name, i, bytes.subspan(i * part, part))) return false;
       }
       return true;
     };
+  } else if (p.index && !p.stream) {
+    notices.push_back(std::string(arch.name()) +
+                      " in core: weights are not checked against the shard index (only streamed experts are)");
   }
+  p.lean_load = p.load;
+  p.lean_load.stream_layer_tensors = true;
+}
+
+// The sizes the budget planner decides on: the full load's, the expert cache's and (where the
+// architecture streams layers) the lean load's.
+void plan_sizes(RunPlan& p, const EngineOptions& options, const Architecture& arch, const ArchitectureGpu* gpu,
+                io::Reader& plain, uint32_t alignment) {
+  BudgetInputs& in = p.in;
+  in.budget = p.stream ? options.budget_bytes : 0;
+  in.requested_batch = p.session.n_batch;
+  in.model_path = options.model_path;
+  in.resident = p.planned->weight_bytes();
+  in.kv = p.planned->kv_bytes(p.session);
+  in.recurrent = p.planned->recurrent_bytes(p.session);
+  if (p.stream) {
+    const cache::ShardLayout& layout =
+        p.expert_layout.emplace(build_shard_layout(p.planned->gguf(), p.planned->expert_geometry(),
+                                                   p.index ? &*p.index : nullptr)).layout;
+    p.all_experts_arena = cache::plan_cache(layout, UINT64_MAX / 4, alignment).arena_bytes;
+    in.expert_min = cache::plan_cache(layout, p.all_experts_arena, alignment).min_bytes;
+    if (arch.can_stream_layers()) p.lean = arch.plan(plain, p.lean_load);
+    const LayerArena la = p.lean ? layer_arena_of(p.lean->layer_layout(), alignment) : LayerArena{};
+    in.can_stream_layers = la.min > 0;
+    in.lean_resident = p.lean ? p.lean->weight_bytes() : 0;
+    in.layer_min = la.min;
+    in.layer_two = la.two;
+  }
+  // The predictor reads later blocks' router weights, which are not in RAM when layers stream:
+  // prefetch is off then, and its scratch is not counted.
+  const unsigned threads = options.threads;
+  in.scratch = [&p, threads](int64_t batch, bool layers) {
+    SessionOptions o = p.session;
+    o.n_batch = batch;
+    if (layers) o.prefetch_depth = 0;
+    return (layers ? *p.lean : *p.planned).scratch_bytes(o, threads);
+  };
+  if (options.gpu) in.gpu_staging = [&p, gpu](int64_t batch) { return gpu->host_staging(*p.planned, batch); };
+  p.budget = plan_budget(in);
+  const BudgetNeed& chosen = p.budget.chosen;
+  if (!p.stream && options.budget_bytes > 0 && chosen.total() > options.budget_bytes) {
+    throw Error(ErrorCode::budget, "budget " + human_bytes(options.budget_bytes) + " is below the " +
+                                       human_bytes(chosen.total()) + " an in-core run of '" + options.model_path +
+                                       "' needs (all weights + KV cache + scratch" +
+                                       (chosen.gpu_staging ? " + --gpu page-locked staging" : "") + ")");
+  }
+}
+
+// What the plan changes in the session (batch, prefetch), with a notice for each change.
+void apply_plan(RunPlan& p, const EngineOptions& options, const Architecture& arch, std::vector<std::string>& notices) {
+  const BudgetPlan& plan = p.budget;
+  if (!p.stream && !options.warm_profile.empty())
+    notices.push_back("--warm: every expert is in RAM already (nothing streams); the profile is not used");
+  if (plan.n_batch < p.session.n_batch) {
+    notices.push_back("budget: prompt batch lowered from " + std::to_string(p.session.n_batch) + " to " +
+                      std::to_string(plan.n_batch) + " tokens so the scratch fits (" +
+                      human_bytes(p.in.scratch(plan.n_batch, plan.stream_layers)) + " instead of " +
+                      human_bytes(p.in.scratch(p.session.n_batch, plan.stream_layers)) + ")");
+  }
+  p.session.n_batch = plan.n_batch;
+  if (plan.stream_layers && options.gpu) {
+    const BudgetInputs& in = p.in;
+    const uint64_t resident_run =
+        in.resident + in.kv + in.recurrent + in.scratch(plan.n_batch, false) + in.expert_min + plan.chosen.gpu_staging;
+    throw Error(ErrorCode::unsupported, "--gpu with a budget that streams layers is not supported yet; raise --budget to " +
+                                            human_bytes(resident_run) + " or more");
+  }
+  if (p.session.prefetch_depth > 0 && plan.stream_layers) {
+    notices.push_back("prefetch: off while layers stream (the predictor needs the next layers' router weights in RAM)");
+    p.session.prefetch_depth = 0;
+  }
+  if (p.session.prefetch_depth > 0 && !p.planned->predicts_experts()) {
+    notices.push_back("prefetch: " + std::string(arch.name()) +
+                      " experts are not predicted yet (no speculative reads); they still run in completion order");
+    p.session.prefetch_depth = 0;
+  }
+}
+
+}  // namespace
+
+Engine::Engine(const EngineOptions& options) : options_(options) {
+  check_options(options);
+  // A bad profile fails before the model is loaded; its shape is checked once the layout is known.
+  if (!options.warm_profile.empty()) warm_profile_ = load_profile(options.warm_profile);
+  open(options);
+  // The header, resident tensors and the index load through the plain reader; only streamed
+  // expert shards (what the checksums and the re-read guard) see injected faults.
+  io::Reader& plain = *plain_reader_;
+  arch_ = &architecture_for(GgufFile::parse(plain));
+  const ArchitectureGpu* gpu = architecture_gpu(*arch_);
+  if (options.gpu && !gpu)
+    throw Error(ErrorCode::unsupported, "--gpu is not supported for " + std::string(arch_->name()) +
+                                            " models yet; run them without --gpu");
+  RunPlan p;
+  plan_load(p, options, *arch_, plain, verify_mode(), notices_);
+  plan_sizes(p, options, *arch_, gpu, plain, cache::usable_alignment(reader_->alignment()));
+  apply_plan(p, options, *arch_, notices_);
+  verifying_ = p.index.has_value() && (p.stream || arch_->checks_resident_tensors());
+  split_.routed_expert_bytes = summarize(p.planned->gguf()).routed_expert_bytes;
+  split_.expert_min = p.in.expert_min;
+  if (options.gpu) require_gpu();
+
+  // Load and build.
+  const bool stream_layers = p.budget.stream_layers;
+  if (stream_layers) layer_reader_ = io::open_reader(options.model_path, options.io).reader;
+  p.lean.reset();
+  model_ = stream_layers ? arch_->load(plain, p.lean_load, nullptr) : arch_->load(plain, p.load, std::move(p.planned));
+  if (p.stream) {
+    auto source = std::make_unique<CachedExpertSource>(model_->gguf(), model_->expert_geometry(), std::move(*p.expert_layout));
+    streamed_ = source.get();
+    experts_ = std::move(source);
+  } else {
+    experts_ = model_->in_core_experts();
+  }
+  if (stream_layers) layers_ = &model_->stream_layers(p.index ? &*p.index : nullptr);
   // With --gpu the session sees the experts through a TrackedExpertSource, so the VRAM tier
   // knows which expert a pinned view belongs to.
-  auto session_source = [&]() -> ExpertSource& {
-    if (!options.gpu) return *experts_;
-    tracked_ = std::make_unique<TrackedExpertSource>(*experts_, static_cast<int>(model_->config().n_expert));
-    return *tracked_;
-  };
-
-  if (!stream) {
-    if (!options.warm_profile.empty()) {
-      notices_.push_back("--warm: every expert is in RAM already (nothing streams); the profile is not used");
-    }
-    if (options.gpu) require_gpu();
-    model_ = std::make_unique<Model>(Model::load(plain, load));
-    experts_ = std::make_unique<InCoreExpertSource>(*model_);
-    session_ = std::make_unique<Session>(*model_, session_source(), *pool_, session);
-    split_.resident_weights = model_->weight_bytes();
-    split_.kv_cache = session_->kv_bytes();
-    split_.scratch = session_->scratch_bytes();
-    split_.gpu_staging = staging_at(session.n_batch);
-    split_.budget = options.budget_bytes;
-    split_.n_batch = session.n_batch;
-    split_.min_budget = split_.total();
-    if (options.budget_bytes > 0 && split_.total() > options.budget_bytes) {
-      throw Error(ErrorCode::budget, "budget " + human_bytes(options.budget_bytes) + " is below the " +
-                                         human_bytes(split_.total()) + " an in-core run of '" + options.model_path +
-                                         "' needs (all weights + KV cache + scratch" +
-                                         (split_.gpu_staging ? " + --gpu page-locked staging" : "") + ")");
-    }
-    attach_gpu();
-    return;
+  ExpertSource* source = experts_.get();
+  if (options.gpu) {
+    tracked_ = std::make_unique<TrackedExpertSource>(*experts_, static_cast<int>(model_->expert_geometry().n_expert));
+    source = tracked_.get();
   }
-
-  // The expert cache's plan, with the reader's alignment as the cache will use it.
-  const uint32_t alignment = cache::usable_alignment(reader_->alignment());
-  StreamedLayout expert_layout = build_shard_layout(planned.gguf(), ExpertGeometry::of(config), index ? &*index : nullptr);
-  const uint64_t all_experts_arena = cache::plan_cache(expert_layout.layout, UINT64_MAX / 4, alignment).arena_bytes;
-  split_.expert_min = cache::plan_cache(expert_layout.layout, all_experts_arena, alignment).min_bytes;
-
-  // The layer-streaming plan: what stays resident and one / two / all units of the rest.
-  LoadOptions lean_load = load;
-  lean_load.stream_layer_tensors = true;
-  Model lean = Model::plan(plain, lean_load);
-  const bool can_stream_layers = !lean.streamed().empty();
-  uint64_t layer_min = 0, layer_two = 0;
-  if (can_stream_layers) {
-    const cache::ShardLayout ll = build_layer_plan(lean).layout;
-    const uint64_t layer_all = cache::plan_cache(ll, UINT64_MAX / 4, alignment).arena_bytes;
-    layer_min = cache::plan_cache(ll, layer_all, alignment).min_bytes;
-    layer_two = std::min(layer_all, 2 * layer_min);
-  }
-  auto need = [&](bool layers, uint64_t layer_arena, int64_t batch) {
-    return Need{layers ? lean.weight_bytes() : planned.weight_bytes(), layers ? layer_arena : 0, kv, scratch_at(batch, layers),
-                split_.expert_min, staging_at(batch)};
-  };
-  Need minimum = need(false, 0, 1);
-  bool min_streams = false;
-  if (can_stream_layers && need(true, layer_min, 1).total() < minimum.total()) {
-    minimum = need(true, layer_min, 1);
-    min_streams = true;
-  }
-  split_.min_budget = minimum.total();
-
-  bool stream_layers = false;
-  uint64_t layer_arena = 0;
-  if (options.budget_bytes > 0) {
-    const uint64_t budget = options.budget_bytes;
-    if (budget < minimum.total()) throw budget_error(minimum, budget, options.model_path, min_streams);
-    const int64_t requested = session.n_batch;
-    bool found = false;
-    for (int64_t batch = requested; batch >= 1 && !found; --batch) {
-      if (need(false, 0, batch).total() <= budget) {
-        found = true;
-      } else if (can_stream_layers && need(true, layer_min, batch).total() <= budget) {
-        found = stream_layers = true;
-        layer_arena = need(true, layer_two, batch).total() <= budget ? layer_two : layer_min;
-      }
-      if (found) session.n_batch = batch;
-    }
-    if (!found) throw budget_error(minimum, budget, options.model_path, min_streams);
-    if (session.n_batch < requested) {
-      notices_.push_back("budget: prompt batch lowered from " + std::to_string(requested) + " to " +
-                         std::to_string(session.n_batch) + " tokens so the scratch fits (" +
-                         human_bytes(scratch_at(session.n_batch, stream_layers)) + " instead of " +
-                         human_bytes(scratch_at(requested, stream_layers)) +
-                         ")");
-    }
-  }
-
-  if (stream_layers && options.gpu) {
-    throw Error(ErrorCode::unsupported, "--gpu with a budget that streams layers is not supported yet; raise --budget to " +
-                                            human_bytes(need(false, 0, session.n_batch).total()) + " or more");
-  }
-  if (stream_layers && session.prefetch_depth > 0) {
-    notices_.push_back("prefetch: off while layers stream (the predictor needs the next layers' router weights in RAM)");
-    session.prefetch_depth = 0;
-  }
-  if (options.gpu) require_gpu();
-  if (stream_layers) {
-    load = lean_load;
-    io::OpenedReader second = io::open_reader(options.model_path, options.io);
-    layer_reader_ = std::move(second.reader);
-  }
-  model_ = std::make_unique<Model>(Model::load(plain, load));
-  auto source = std::make_unique<CachedExpertSource>(model_->gguf(), ExpertGeometry::of(model_->config()),
-                                                     std::move(expert_layout));
-  streamed_ = source.get();
-  experts_ = std::move(source);
-  if (stream_layers) layers_ = std::make_unique<StreamedLayers>(*model_, build_layer_plan(*model_, index ? &*index : nullptr));
-  session_ = std::make_unique<Session>(*model_, session_source(), *pool_, session, layers_.get());
+  session_ = model_->create_session(*source, *pool_, p.session);
 
   split_.resident_weights = model_->weight_bytes();
   split_.kv_cache = session_->kv_bytes();
+  split_.recurrent_state = session_->recurrent_state_bytes();
   split_.scratch = session_->scratch_bytes();
-  split_.gpu_staging = staging_at(session.n_batch);
+  split_.gpu_staging = p.budget.chosen.gpu_staging;
   split_.budget = options.budget_bytes;
-  split_.n_batch = session.n_batch;
-
-  if (stream_layers) {
-    cache::ShardCacheOptions lopts;
-    lopts.budget_bytes = layer_arena;
-    lopts.policy = "lru";
-    if (verifying_) {
-      const uint32_t layer_alignment = cache::usable_alignment(layer_reader_->alignment());
-      lopts.verify = [plan = &layers_->plan(), layer_alignment](cache::ShardKey key, std::span<const std::byte> slot) {
-        verify_unit(*plan, key, slot, layer_alignment);
-      };
-    }
-    layer_cache_ = std::make_unique<cache::ShardCache>(layers_->plan().layout, *layer_reader_, lopts);
-    layers_->attach(*layer_cache_);
-    split_.layer_arena = layer_cache_->plan().arena_bytes;
-  }
-
-  attach_expert_cache(all_experts_arena, budget_error(minimum, options.budget_bytes, options.model_path, min_streams));
+  split_.n_batch = session_->n_batch();
+  split_.min_budget = p.stream ? p.budget.minimum.total() : split_.total();
+  if (stream_layers) attach_layer_cache(p.budget.layer_arena);
+  if (p.stream)
+    attach_expert_cache(p.all_experts_arena, budget_error(p.budget.minimum, options.budget_bytes, options.model_path,
+                                                          p.budget.minimum_streams));
   attach_gpu();
 }
 
@@ -275,9 +270,24 @@ VerifyMode Engine::verify_mode() const {
 
 void Engine::attach_gpu() {
   if (!options_.gpu) return;
-  gpu_ = make_gpu_tier(*model_, *tracked_, *pool_, session_->n_batch(),
-                       cache_ ? cache_->arena_span() : std::span<std::byte>{}, options_.gpu_options);
+  gpu_ = architecture_gpu(*arch_)->make_tier(*model_, *tracked_, *pool_, session_->n_batch(),
+                                             cache_ ? cache_->arena_span() : std::span<std::byte>{}, options_.gpu_options);
   session_->set_matmul_offload(gpu_.get());
+}
+
+void Engine::attach_layer_cache(uint64_t layer_arena) {
+  cache::ShardCacheOptions lopts;
+  lopts.budget_bytes = layer_arena;
+  lopts.policy = "lru";
+  if (verifying_) {
+    const uint32_t layer_alignment = cache::usable_alignment(layer_reader_->alignment());
+    lopts.verify = [layers = layers_, layer_alignment](cache::ShardKey key, std::span<const std::byte> slot) {
+      layers->verify(key, slot, layer_alignment);
+    };
+  }
+  layer_cache_ = std::make_unique<cache::ShardCache>(layers_->layout(), *layer_reader_, lopts);
+  layers_->attach(*layer_cache_);
+  split_.layer_arena = layer_cache_->plan().arena_bytes;
 }
 
 cache::WarmResult Engine::warm_up(const std::function<void(uint64_t, uint64_t)>& progress) {
@@ -346,44 +356,23 @@ void Engine::attach_expert_cache(uint64_t all_experts_arena, const Error& too_sm
 std::span<const float> Engine::forward(std::span<const int32_t> tokens, int64_t start_pos, bool all_logits) {
   if (cache_) cache_->begin_token();
   if (layer_cache_) layer_cache_->begin_token();
-  if (k3_session_) return k3_session_->forward(tokens, start_pos, all_logits);
   return session_->forward(tokens, start_pos, all_logits);
 }
 
 std::span<const float> Engine::forward_batch(std::span<const int32_t> tokens, std::span<const int32_t> seqs,
                                              std::span<const int64_t> positions, std::span<const uint8_t> want_logits) {
-  if (k3_session_) throw Error(ErrorCode::unsupported, "batched sequences are not built for kimi-k3 models yet");
   if (cache_) cache_->begin_token();
   if (layer_cache_) layer_cache_->begin_token();
   return session_->forward_batch(tokens, seqs, positions, want_logits);
 }
 
-Session& Engine::session() {
-  if (!session_) throw Error(ErrorCode::unsupported, "this command does not run kimi-k3 models yet");
-  return *session_;
-}
-
-const Model& Engine::model() const {
-  if (!model_) throw Error(ErrorCode::unsupported, "this command does not run kimi-k3 models yet");
-  return *model_;
-}
-
-const GgufFile& Engine::gguf() const { return k3_model_ ? k3_model_->gguf() : model_->gguf(); }
-std::string Engine::describe_model() const {
-  return k3_model_ ? k3_model_->config().describe() : model_->config().describe();
-}
-int64_t Engine::n_vocab() const { return k3_model_ ? k3_model_->config().n_vocab : model_->config().n_vocab; }
-int64_t Engine::n_ctx() const { return k3_session_ ? k3_session_->n_ctx() : session_->n_ctx(); }
-int64_t Engine::n_batch() const { return k3_session_ ? k3_session_->n_batch() : session_->n_batch(); }
-
 Engine::~Engine() {
   // The session may hold pins through the expert source; drop them before the cache goes.
-  k3_session_.reset();
   session_.reset();
   gpu_.reset();  // finishes copies out of the RAM arena and unregisters it
   tracked_.reset();
   experts_.reset();
-  layers_.reset();
+  model_.reset();  // with its layer stream, whose pins are in layer_cache_
   cache_.reset();
   layer_cache_.reset();
 }

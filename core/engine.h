@@ -6,12 +6,12 @@
 //
 //   budget = resident weights + layer arena + KV cache + session scratch + expert arena
 //
-// Everything is sized from the tensor directory (Model::plan) before anything is read or
+// Everything is sized from the tensor directory (Architecture::plan) before anything is read or
 // allocated. With a budget, the engine takes the first of these that fits:
 //   1. all non-routed weights resident, the requested batch (-b);
 //   2. layer streaming: only the token embeddings, output_norm and tensors converted at load stay
 //      resident; every block's other tensors and the output head stream through a second
-//      ShardCache (core/streamed_layers.h) whose arena holds two units per size class when it
+//      ShardCache (core/llama/streamed_layers.h) whose arena holds two units per size class when it
 //      can (so the next block is read while one computes), else one; the requested batch;
 //   3. the same with a smaller batch (prefill in chunks of fewer tokens, like llama.cpp's
 //      n_ubatch): scratch scales with the batch; a notice says so. Results then equal an in-core
@@ -30,12 +30,13 @@
 //   in_core                   the reference path: experts loaded into RAM with the rest, no cache
 // Every mode gives bit-identical logits: the same bytes reach the same kernels.
 //
-// Architectures: the llama-family forward pass (core::Session: llama, qwen3moe, deepseek2, ...)
-// and kimi-k3 (core::KimiK3Session, hybrid KDA + MLA). Both take routed experts from the same
-// ExpertSource, so kimi-k3's experts are shards like any other: streamed, cached, prefetched and
-// checksummed by the same cache. For kimi-k3 the recurrent state (KDA conv + delta-rule state)
-// counts against the budget next to the MLA cache; its non-routed weights always stay resident
-// (no layer streaming yet), and a tight budget halves its prompt batch until the scratch fits.
+// Architectures: the engine knows none by name. It asks the registry (core/architectures.h) for
+// the file's Architecture, which plans and loads an ArchModel and makes its Session
+// (core/arch/architecture.h); the budget is planned by one pure function over the sizes the model
+// states (core/arch/budget_plan.h). Routed experts of every architecture are shards of the same
+// cache: streamed, cached, prefetched (where the architecture predicts) and checksummed alike.
+// A recurrent state (kimi-k3's KDA) counts against the budget next to the KV cache; an
+// architecture whose layers do not stream (kimi-k3, today) keeps them resident.
 //
 // With `gpu`, the session's weight products are offered to a GpuTier (VRAM, its own budget
 // `gpu_options.vram_bytes`, not counted in budget_bytes; the tier's page-locked host staging is
@@ -52,15 +53,12 @@
 
 #include "cache/shard_cache.h"
 #include "cache/warm_start.h"
-#include "core/expert_source.h"
-#include "core/gpu_tier.h"
-#include "core/kimi_k3_model.h"
-#include "core/kimi_k3_session.h"
-#include "core/model.h"
-#include "core/session.h"
-#include "core/streamed_experts.h"
-#include "core/streamed_layers.h"
-#include "core/tracked_expert_source.h"
+#include "core/arch/architecture.h"
+#include "core/arch/session.h"
+#include "core/experts/expert_source.h"
+#include "core/experts/streamed_experts.h"
+#include "core/experts/tracked_expert_source.h"
+#include "core/gpu/gpu_tier.h"
 #include "io/fault_reader.h"
 #include "io/open_reader.h"
 #include "kernels/thread_pool.h"
@@ -77,13 +75,13 @@ struct EngineOptions {
   SessionOptions session;
   io::IoOptions io;
   std::string policy = "lru";
-  // --verify (core/shard_index.h, VerifyMode): verify every landed shard against the model's
+  // --verify (core/gguf/shard_index.h, VerifyMode): verify every landed shard against the model's
   // shard index (sluice index). A stale index is an error; a missing one adds a notice.
   bool verify = true;
   // --verify require: refuse to run without a current index (only with verify).
   bool require_index = false;
   cache::PolicyOptions policy_options;
-  // --gpu: a VRAM tier above the RAM cache (core/gpu_tier.h); VRAM is not part of budget_bytes.
+  // --gpu: a VRAM tier above the RAM cache (core/gpu/gpu_tier.h); VRAM is not part of budget_bytes.
   bool gpu = false;
   GpuTierOptions gpu_options;
   // Warm start (cache/warm_start.h): a profile file (`--profile-out`, `sluice tune
@@ -96,7 +94,7 @@ struct EngineOptions {
   // shards, the data the checksums and the re-read guard, see the faults.
   std::optional<io::FaultOptions> faults;
   // Prefetch: session.prefetch_depth MoE layers ahead (0: off; forced off in core, while layers
-  // stream and for kimi-k3: the predictor needs the llama-family Session and resident routers). Speculative
+  // stream and for architectures without a predictor (ArchModel::predicts_experts)). Speculative
   // reads in flight are capped at prefetch_max_requests (0: depth x n_expert_used) and
   // prefetch_max_bytes (0: that many of the largest shards).
   uint32_t prefetch_max_requests = 0;
@@ -111,7 +109,7 @@ struct BudgetSplit {
   uint64_t resident_weights = 0;  // tensors in RAM (all tensors when in-core)
   uint64_t layer_arena = 0;       // the streamed layers' cache (0: every layer resident)
   uint64_t kv_cache = 0;
-  uint64_t recurrent_state = 0;   // kimi-k3's KDA state (0 for other architectures)
+  uint64_t recurrent_state = 0;   // a recurrent state (kimi-k3's KDA; 0 for other architectures)
   uint64_t scratch = 0;           // activations, router and matmul scratch
   uint64_t gpu_staging = 0;       // --gpu: page-locked host staging outside the arena (plan_gpu_host_staging)
   uint64_t expert_arena = 0;      // the shard cache's arena
@@ -131,25 +129,20 @@ class Engine {
   explicit Engine(const EngineOptions& options);
   ~Engine();
 
-  // One forward pass of whichever session the model needs; tells the caches a new step began
-  // (policies age, stats count tokens).
+  // One forward pass of the session; tells the caches a new step began (policies age, stats
+  // count tokens).
   std::span<const float> forward(std::span<const int32_t> tokens, int64_t start_pos, bool all_logits = true);
   // Several sequences in one pass (continuous batching, Session::forward_batch): one step for the
-  // caches. Error(unsupported) for kimi-k3.
+  // caches.
   std::span<const float> forward_batch(std::span<const int32_t> tokens, std::span<const int32_t> seqs,
                                        std::span<const int64_t> positions, std::span<const uint8_t> want_logits);
-  // What every architecture has.
-  const GgufFile& gguf() const;
-  std::string describe_model() const;
-  int64_t n_vocab() const;
-  int64_t n_ctx() const;
-  int64_t n_batch() const;
-  bool is_kimi_k3() const { return k3_session_ != nullptr; }
-  // The llama-family session and model; Error(unsupported) for kimi-k3.
-  Session& session();
-  const Model& model() const;
-  KimiK3Session* kimi_k3_session() { return k3_session_.get(); }  // null for other architectures
-  const KimiK3Model* kimi_k3_model() const { return k3_model_.get(); }
+  const GgufFile& gguf() const { return model_->gguf(); }
+  std::string describe_model() const { return model_->describe(); }
+  int64_t n_vocab() const { return model_->n_vocab(); }
+  int64_t n_ctx() const { return session_->n_ctx(); }
+  int64_t n_batch() const { return session_->n_batch(); }
+  Session& session() { return *session_; }
+  const ArchModel& model() const { return *model_; }
   io::Reader& reader() { return *reader_; }
   cache::ShardCache* cache() { return cache_.get(); }  // null when in-core
   cache::ShardCache* layer_cache() { return layer_cache_.get(); }  // null when every layer is resident
@@ -175,8 +168,14 @@ class Engine {
   std::string describe_budget() const;
 
  private:
+  // Opens the reader (with --io-faults, the fault injector over it) and the thread pool.
+  void open(const EngineOptions& options);
   void attach_gpu();
   VerifyMode verify_mode() const;  // from options_.verify and require_index
+  // Sizes the expert arena from what the budget leaves after split_'s fixed parts and creates
+  // the cache; `too_small` is thrown when not even one MoE layer's experts fit.
+  void attach_expert_cache(uint64_t all_experts_arena, const Error& too_small);
+  void attach_layer_cache(uint64_t layer_arena);
 
   EngineOptions options_;
   std::vector<std::string> notices_;
@@ -184,26 +183,19 @@ class Engine {
   io::Reader* plain_reader_ = nullptr;              // reader_, or the one inside faulty_
   io::FaultInjectingReader* faulty_ = nullptr;      // reader_ when --io-faults is set
   std::unique_ptr<kernels::ThreadPool> pool_;
-  std::unique_ptr<Model> model_;
+  const Architecture* arch_ = nullptr;
+  std::unique_ptr<ArchModel> model_;
   cache::ExpertProfile warm_profile_;  // outlives cache_: the policy may point at it
   std::vector<cache::ShardKey> warm_keys_;
   std::unique_ptr<ExpertSource> experts_;
   CachedExpertSource* streamed_ = nullptr;  // experts_ when streaming
   std::unique_ptr<TrackedExpertSource> tracked_;  // over experts_ with --gpu
   std::unique_ptr<io::Reader> layer_reader_;  // the layer cache reaps its own completions
-  std::unique_ptr<StreamedLayers> layers_;
+  LayerStream* layers_ = nullptr;             // owned by model_; null when every layer is resident
   std::unique_ptr<Session> session_;
   std::unique_ptr<cache::ShardCache> cache_;
   std::unique_ptr<cache::ShardCache> layer_cache_;
-  std::unique_ptr<KimiK3Model> k3_model_;
-  std::unique_ptr<KimiK3Session> k3_session_;
   std::unique_ptr<GpuTier> gpu_;  // last: it page-locks the cache's arena and serves the session
-
-  // kimi-k3: loads the model, builds its session and (when streaming) the expert cache.
-  void open_kimi_k3(bool stream);
-  // Sizes the expert arena from what the budget leaves after split_'s fixed parts and creates
-  // the cache; `too_small` is thrown when not even one MoE layer's experts fit.
-  void attach_expert_cache(uint64_t all_experts_arena, const Error& too_small);
   BudgetSplit split_;
   bool verifying_ = false;
 };

@@ -3,7 +3,7 @@
 jinja2 as Hugging Face's apply_chat_template sets it up (trim_blocks, lstrip_blocks, tojson as
 json.dumps(ensure_ascii=False), raise_exception; the mutable sandbox, as
 llama.cpp allows list.append, which Kimi K2 uses for tool calls), for the conversations below. The C++ renderer
-(core/jinja.h) must give the same bytes; tests/test_chat_template.cpp checks it.
+(core/text/jinja.h) must give the same bytes; tests/test_chat_template.cpp checks it.
 
 usage: scripts/chat_template_golden.py ../shared/reference/templates > tests/data/chat_template_golden.json
 """

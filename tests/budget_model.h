@@ -16,8 +16,8 @@
 
 #include <doctest/doctest.h>
 
-#include "core/gguf.h"
-#include "core/model_summary.h"
+#include "core/gguf/gguf.h"
+#include "core/gguf/model_summary.h"
 #include "io/pread_reader.h"
 #include "tests/test_support.h"
 

@@ -1,5 +1,5 @@
 // GgufBytes: writes GGUF files byte by byte for the reader's tests, including files that are
-// wrong on purpose (bad counts, lengths, types, offsets). Not a model writer: see core/gguf_writer.
+// wrong on purpose (bad counts, lengths, types, offsets). Not a model writer: see core/gguf/gguf_writer.
 #pragma once
 
 #include <cstdint>

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "core/gguf.h"
+#include "core/gguf/gguf.h"
 #include "io/pread_reader.h"
 #include "kernels/quant.h"
 #include "tests/test_support.h"

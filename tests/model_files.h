@@ -1,4 +1,4 @@
-// Helpers that write modified copies of reference models (core/gguf_writer.h) for the model suites.
+// Helpers that write modified copies of reference models (core/gguf/gguf_writer.h) for the model suites.
 #pragma once
 
 #include <filesystem>
@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "core/gguf.h"
-#include "core/gguf_writer.h"
+#include "core/gguf/gguf.h"
+#include "core/gguf/gguf_writer.h"
 #include "io/pread_reader.h"
 #include "kernels/quant.h"
 #include "tests/model_reference.h"

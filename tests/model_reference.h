@@ -13,9 +13,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "core/expert_source.h"
-#include "core/model.h"
-#include "core/session.h"
+#include "core/experts/expert_source.h"
+#include "core/llama/model.h"
+#include "core/llama/session.h"
+#include "core/llama/in_core_experts.h"
 #include "kernels/quant.h"
 #include "kernels/thread_pool.h"
 #include "tests/test_support.h"
@@ -78,7 +79,7 @@ inline TeacherForced teacher_force(const core::Model& model, const std::vector<i
   TeacherForced out;
   kernels::ThreadPool pool(threads);
   core::InCoreExpertSource experts(model);
-  core::Session session(model, experts, pool, {.n_ctx = 128, .n_batch = 64, .kv_type = kv_type});
+  core::LlamaSession session(model, experts, pool, {.n_ctx = 128, .n_batch = 64, .kv_type = kv_type});
   session.set_routing_observer(&out.routing);
   auto rows = session.forward(prompt, 0);
   out.logits.assign(rows.begin(), rows.end());

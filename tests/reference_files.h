@@ -44,7 +44,7 @@ inline const std::vector<ReferenceModel>& supported_reference_models() {
   return models;
 }
 
-// The llama-family files (core::Session); kimi-k3 has its own session.
+// The llama-family files (core::LlamaSession); kimi-k3 has its own session.
 inline std::vector<ReferenceModel> llama_family_reference_models() {
   std::vector<ReferenceModel> out;
   for (const ReferenceModel& m : supported_reference_models())

@@ -1,4 +1,4 @@
-// sluice bench's decode arithmetic (core/decode_meter.h) on a fake clock and fake cache and
+// sluice bench's decode arithmetic (app/decode_meter.h) on a fake clock and fake cache and
 // prefetcher counters: which window each figure covers, the ceiling from the steady window's
 // bytes and time, miss bytes kept apart from speculative (and wasted) bytes, and no ceiling
 // (null in --json, with a note) when the disk was not probed.
@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "common/error.h"
-#include "core/decode_meter.h"
+#include "app/decode_meter.h"
 #include "tests/test_support.h"
 
 using sluice::core::DecodeCounters;

@@ -6,11 +6,11 @@
 #include <regex>
 #include <thread>
 
-#include "core/chat_session.h"
-#include "core/chat_template.h"
+#include "app/chat_session.h"
+#include "core/text/chat_template.h"
 #include "core/engine.h"
-#include "core/gguf.h"
-#include "core/tokenizer.h"
+#include "core/gguf/gguf.h"
+#include "core/text/tokenizer.h"
 #include "io/pread_reader.h"
 #include "tests/pty_process.h"
 #include "tests/test_support.h"

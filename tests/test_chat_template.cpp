@@ -6,9 +6,9 @@
 #include <nlohmann/json.hpp>
 
 #include "common/error.h"
-#include "core/chat_template.h"
-#include "core/jinja.h"
-#include "core/synth_preset.h"
+#include "core/text/chat_template.h"
+#include "core/text/jinja.h"
+#include "synth/synth_preset.h"
 #include "tests/test_support.h"
 
 namespace {

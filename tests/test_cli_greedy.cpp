@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "core/gguf.h"
-#include "core/tokenizer.h"
+#include "core/gguf/gguf.h"
+#include "core/text/tokenizer.h"
 #include "io/pread_reader.h"
 #include "tests/reference_files.h"
 

@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "common/error.h"
-#include "core/router.h"
+#include "core/llama/router.h"
 #include "kernels/activations.h"
 #include "kernels/cuda/ops.h"
 #include "kernels/rms_norm.h"

@@ -11,7 +11,7 @@
 #include <random>
 #include <vector>
 
-#include "core/router.h"
+#include "core/llama/router.h"
 #include "kernels/cuda/rope.cuh"
 #include "kernels/cuda/route.cuh"
 #include "kernels/rope.h"

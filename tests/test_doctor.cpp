@@ -8,8 +8,8 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "core/doctor.h"
-#include "core/model_summary.h"
+#include "app/doctor.h"
+#include "core/gguf/model_summary.h"
 #include "tests/test_support.h"
 
 using namespace sluice;

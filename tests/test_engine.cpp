@@ -186,11 +186,11 @@ TEST_CASE("kimi-k3 routed experts streamed through the engine's cache give logit
     sluice::core::BudgetSplit unlimited;
     {
       Engine e(options_for(stem));
-      REQUIRE(e.is_kimi_k3());
       REQUIRE(e.cache() != nullptr);
       unlimited = e.budget();
       CHECK(unlimited.recurrent_state > 0);
-      CHECK_THROWS_AS(e.session(), sluice::Error);
+      CHECK(e.session().recurrent_state_bytes() == unlimited.recurrent_state);
+      CHECK_FALSE(e.session().can_rewind());  // a recurrent state restarts from 0
     }
     const uint64_t minimum = unlimited.minimum(), unlimited_total = unlimited.total();
     MESSAGE(std::string(stem), ": minimum budget ", minimum, " bytes (", (minimum + (1 << 20) - 1) >> 20,
@@ -207,10 +207,8 @@ TEST_CASE("kimi-k3 routed experts streamed through the engine's cache give logit
         Engine e(o);
         CHECK(e.budget().total() <= budget);
         if (budget == minimum) CHECK(e.n_batch() < o.session.n_batch);
-        REQUIRE(e.kimi_k3_session() != nullptr);
-        CHECK(e.kimi_k3_session()->scratch_bytes() ==
-              sluice::core::KimiK3Session::scratch_bytes_for(
-                  *e.kimi_k3_model(), {.n_ctx = 64, .n_batch = e.n_batch(), .kv_type = sluice::GgmlType::F32}, 2));
+        CHECK(e.session().scratch_bytes() ==
+              e.model().scratch_bytes({.n_ctx = 64, .n_batch = e.n_batch(), .kv_type = sluice::GgmlType::F32}, 2));
         auto logits = teacher_forced_logits(e, manifest_tokens(stem));
         const auto& ref = reference.at_batch(e.n_batch());
         REQUIRE(logits.size() == ref.size());
@@ -223,6 +221,40 @@ TEST_CASE("kimi-k3 routed experts streamed through the engine's cache give logit
     EngineOptions o = options_for(stem);
     o.budget_bytes = minimum - 1;
     CHECK_THROWS_WITH_AS(Engine{o}, doctest::Contains("below the minimum"), sluice::Error);
+  }
+}
+
+TEST_CASE("kimi-k3 with router-guided prefetch at depths 1 to 3 gives the in-core logits out of core and predicts") {
+  for (const auto& model : sluice::test::supported_reference_models()) {
+    if (!model.kimi_k3) continue;
+    const char* stem = model.stem;
+    CAPTURE(stem);
+    InCoreReference reference(stem, manifest_tokens(stem));
+    for (int depth : {1, 2, 3}) {
+      CAPTURE(depth);
+      EngineOptions base = options_for(stem);
+      base.session.prefetch_depth = depth;
+      uint64_t minimum = 0, unlimited = 0;
+      {
+        Engine e(base);
+        minimum = e.budget().minimum();
+        unlimited = e.budget().total();
+      }
+      for (uint64_t budget : {minimum, minimum + (unlimited - minimum) / 3, unlimited}) {
+        CAPTURE(budget);
+        EngineOptions o = base;
+        o.budget_bytes = budget;
+        Engine e(o);
+        CHECK(e.session().prefetch_depth() == depth);
+        CHECK(e.budget().total() <= budget);
+        auto logits = teacher_forced_logits(e, manifest_tokens(stem));
+        const auto& ref = reference.at_batch(e.n_batch());
+        REQUIRE(logits.size() == ref.size());
+        CHECK(std::memcmp(logits.data(), ref.data(), logits.size() * sizeof(float)) == 0);
+        REQUIRE(e.prefetcher() != nullptr);
+        CHECK(e.prefetcher()->stats().total.steps > 0);  // predictions were made and scored
+      }
+    }
   }
 }
 

@@ -10,8 +10,8 @@
 
 #include "common/error.h"
 #include "core/engine.h"
-#include "core/gguf.h"
-#include "core/shard_index.h"
+#include "core/gguf/gguf.h"
+#include "core/gguf/shard_index.h"
 #include "io/pread_reader.h"
 #include "tests/test_support.h"
 

@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "common/error.h"
-#include "core/bench.h"
-#include "core/gguf.h"
+#include "app/bench.h"
+#include "core/gguf/gguf.h"
 #include "io/pread_reader.h"
 #include "tests/fuzz/gguf_fuzz_entry.h"
 #include "tests/test_support.h"

@@ -5,7 +5,7 @@
 #include <string>
 
 #include "common/error.h"
-#include "core/gguf.h"
+#include "core/gguf/gguf.h"
 #include "io/pread_reader.h"
 #include "tests/gguf_bytes.h"
 #include "tests/test_support.h"

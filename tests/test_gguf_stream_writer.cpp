@@ -6,8 +6,8 @@
 #include <vector>
 
 #include "common/error.h"
-#include "core/gguf.h"
-#include "core/gguf_stream_writer.h"
+#include "core/gguf/gguf.h"
+#include "core/gguf/gguf_stream_writer.h"
 #include "io/aligned_buffer.h"
 #include "io/file_sink.h"
 #include "io/pread_reader.h"

@@ -7,13 +7,14 @@
 #include <vector>
 
 #include "common/error.h"
-#include "core/expert_source.h"
-#include "core/gpu_tier.h"
-#include "core/model.h"
-#include "core/tracked_expert_source.h"
-#include "core/vram_cost_model.h"
-#include "core/vram_expert_cache.h"
-#include "core/vram_plan.h"
+#include "core/experts/expert_source.h"
+#include "core/gpu/gpu_tier.h"
+#include "core/llama/model.h"
+#include "core/experts/tracked_expert_source.h"
+#include "core/gpu/vram_cost_model.h"
+#include "core/gpu/vram_expert_cache.h"
+#include "core/gpu/vram_plan.h"
+#include "core/llama/in_core_experts.h"
 #include "tests/test_support.h"
 
 using sluice::Error;

@@ -3,8 +3,8 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "core/gguf.h"
-#include "core/model_summary.h"
+#include "core/gguf/gguf.h"
+#include "core/gguf/model_summary.h"
 #include "io/pread_reader.h"
 #include "tests/test_support.h"
 

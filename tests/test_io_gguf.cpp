@@ -4,7 +4,7 @@
 
 #include <filesystem>
 
-#include "core/gguf.h"
+#include "core/gguf/gguf.h"
 #include "io/fault_reader.h"
 #include "io/open_reader.h"
 #include "io/pread_reader.h"

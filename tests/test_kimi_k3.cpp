@@ -12,9 +12,9 @@
 #include <string>
 #include <vector>
 
-#include "core/kimi_k3_model.h"
-#include "core/kimi_k3_session.h"
-#include "core/tokenizer.h"
+#include "core/kimi_k3/kimi_k3_model.h"
+#include "core/kimi_k3/kimi_k3_session.h"
+#include "core/text/tokenizer.h"
 #include "common/error.h"
 #include "io/pread_reader.h"
 #include "kernels/thread_pool.h"
@@ -51,9 +51,9 @@ int argmax(const float* x, int64_t n) {
 }
 
 // Records every routing decision as (pos, layer) -> experts in selection order.
-struct RoutingLog final : core::KimiK3RoutingObserver {
+struct RoutingLog final : core::RoutingObserver {
   std::map<std::pair<int64_t, int>, std::vector<int32_t>> experts;
-  void on_routing(const core::KimiK3Routing& r) override {
+  void on_routing(const core::RoutingEvent& r) override {
     experts[{r.pos, r.layer}] = std::vector<int32_t>(r.experts.begin(), r.experts.end());
   }
 };

@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "common/error.h"
-#include "core/kimi_k3_model.h"
-#include "core/kimi_k3_session.h"
+#include "core/kimi_k3/kimi_k3_model.h"
+#include "core/kimi_k3/kimi_k3_session.h"
 #include "kernels/activations.h"
 #include "kernels/dot_f32.h"
 #include "kernels/softmax.h"

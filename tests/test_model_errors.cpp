@@ -5,6 +5,7 @@
 
 #include "common/error.h"
 #include "tests/model_files.h"
+#include "core/llama/in_core_experts.h"
 
 namespace {
 
@@ -66,7 +67,7 @@ TEST_CASE("a prompt longer than the context is rejected") {
   const core::Model model = core::Model::load(ds2().string());
   kernels::ThreadPool pool(1);
   core::InCoreExpertSource experts(model);
-  core::Session session(model, experts, pool, {.n_ctx = 16, .n_batch = 64, .kv_type = GgmlType::F32});
+  core::LlamaSession session(model, experts, pool, {.n_ctx = 16, .n_batch = 64, .kv_type = GgmlType::F32});
   const std::vector<int32_t> prompt(29, 5);
   check_error([&] { session.forward(prompt, 0); }, ErrorCode::invalid_argument, "do not fit the context of 16 tokens");
   const std::vector<int32_t> ten(10, 5);
@@ -78,7 +79,7 @@ TEST_CASE("a token id outside the vocabulary is rejected") {
   const core::Model model = core::Model::load(ds2().string());
   kernels::ThreadPool pool(1);
   core::InCoreExpertSource experts(model);
-  core::Session session(model, experts, pool, {.n_ctx = 16, .n_batch = 8});
+  core::LlamaSession session(model, experts, pool, {.n_ctx = 16, .n_batch = 8});
   const std::vector<int32_t> bad{1, 2048};
   check_error([&] { session.forward(bad, 0); }, ErrorCode::invalid_argument, "token id 2048 is outside the vocabulary");
   const std::vector<int32_t> many(9, 1);

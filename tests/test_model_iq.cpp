@@ -7,8 +7,8 @@
 #include <cstring>
 
 #include "core/engine.h"
-#include "core/gguf.h"
-#include "core/tokenizer.h"
+#include "core/gguf/gguf.h"
+#include "core/text/tokenizer.h"
 #include "io/pread_reader.h"
 #include "tests/model_files.h"
 

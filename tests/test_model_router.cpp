@@ -4,7 +4,7 @@
 #include <cmath>
 #include <vector>
 
-#include "core/router.h"
+#include "core/llama/router.h"
 
 using namespace sluice::core;
 

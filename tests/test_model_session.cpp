@@ -9,6 +9,7 @@
 #include "common/error.h"
 
 #include "tests/model_files.h"
+#include "core/llama/in_core_experts.h"
 
 namespace {
 
@@ -18,7 +19,7 @@ using namespace sluice::test;
 std::vector<float> run_chunked(const core::Model& model, const std::vector<int32_t>& tokens, size_t chunk,
                                core::ExpertSource& experts, unsigned threads = 1) {
   kernels::ThreadPool pool(threads);
-  core::Session s(model, experts, pool, {.n_ctx = 128, .n_batch = 64, .kv_type = GgmlType::F32});
+  core::LlamaSession s(model, experts, pool, {.n_ctx = 128, .n_batch = 64, .kv_type = GgmlType::F32});
   std::vector<float> out;
   for (size_t i = 0; i < tokens.size(); i += chunk) {
     const size_t n = std::min(chunk, tokens.size() - i);

@@ -1,4 +1,4 @@
-// core/perplexity.h: llama-perplexity's chunking and scoring on fake forward passes (exact
+// app/perplexity.h: llama-perplexity's chunking and scoring on fake forward passes (exact
 // arithmetic), the KL base file, and `sluice perplexity` against llama-perplexity's numbers on the
 // reference models (tests/data/perplexity_llamacpp.json, made once with the reference llama.cpp).
 #include <doctest/doctest.h>
@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/error.h"
-#include "core/perplexity.h"
+#include "app/perplexity.h"
 #include "tests/test_support.h"
 
 using namespace sluice;

@@ -13,8 +13,9 @@
 #include "cache/prefetcher.h"
 #include "cache/shard_cache.h"
 #include "core/engine.h"
-#include "core/expert_predictor.h"
-#include "core/streamed_experts.h"
+#include "core/llama/expert_predictor.h"
+#include "core/experts/streamed_experts.h"
+#include "core/llama/in_core_experts.h"
 #include "tests/cache_test_util.h"
 #include "tests/reference_files.h"
 

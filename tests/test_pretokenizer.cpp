@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "common/error.h"
-#include "core/pretokenizer.h"
+#include "core/text/pretokenizer.h"
 
 using sluice::core::PreTokenizer;
 using Words = std::vector<std::string>;

@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "common/error.h"
-#include "core/sampler.h"
+#include "app/sampler.h"
 
 using namespace sluice;
 using namespace sluice::core;

@@ -5,9 +5,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "core/chat_template.h"
-#include "core/gguf.h"
-#include "core/tokenizer.h"
+#include "core/text/chat_template.h"
+#include "core/gguf/gguf.h"
+#include "core/text/tokenizer.h"
 #include "io/pread_reader.h"
 #include "tests/model_reference.h"
 #include "tests/serve_process.h"

@@ -5,8 +5,8 @@
 #include <future>
 
 #include "core/engine.h"
-#include "core/serve_scheduler.h"
-#include "core/tokenizer.h"
+#include "app/serve_scheduler.h"
+#include "core/text/tokenizer.h"
 #include "tests/model_reference.h"
 
 namespace {

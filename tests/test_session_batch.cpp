@@ -7,6 +7,7 @@
 
 #include "common/error.h"
 #include "tests/model_reference.h"
+#include "core/llama/in_core_experts.h"
 
 namespace {
 
@@ -24,7 +25,7 @@ constexpr int kSteps = 5;
 Run run_alone(const core::Model& model, const std::vector<int32_t>& prompt) {
   kernels::ThreadPool pool(1);
   core::InCoreExpertSource experts(model);
-  core::Session s(model, experts, pool, {.n_ctx = 128, .n_batch = 64, .kv_type = GgmlType::F16});
+  core::LlamaSession s(model, experts, pool, {.n_ctx = 128, .n_batch = 64, .kv_type = GgmlType::F16});
   const int64_t V = model.config().n_vocab;
   Run r;
   auto rows = s.forward(prompt, 0, false);
@@ -45,7 +46,7 @@ std::vector<Run> run_batched(const core::Model& model, const std::vector<std::ve
   kernels::ThreadPool pool(1);
   core::InCoreExpertSource experts(model);
   const int64_t S = static_cast<int64_t>(prompts.size());
-  core::Session s(model, experts, pool, {.n_ctx = 128, .n_batch = 64, .kv_type = GgmlType::F16, .n_seq = S});
+  core::LlamaSession s(model, experts, pool, {.n_ctx = 128, .n_batch = 64, .kv_type = GgmlType::F16, .n_seq = S});
   const int64_t V = model.config().n_vocab;
   std::vector<Run> runs(prompts.size());
   std::vector<int64_t> pos(prompts.size(), 0);
@@ -131,7 +132,7 @@ TEST_CASE("forward_batch rejects a sequence out of range, descending positions a
   const core::Model model = core::Model::load((tiny_dir("qwen3moe") / "qwen3moe-q4_k_m.gguf").string());
   kernels::ThreadPool pool(1);
   core::InCoreExpertSource experts(model);
-  core::Session s(model, experts, pool, {.n_ctx = 32, .n_batch = 8, .n_seq = 2});
+  core::LlamaSession s(model, experts, pool, {.n_ctx = 32, .n_batch = 8, .n_seq = 2});
   const std::vector<int32_t> toks{1, 2};
   const std::vector<uint8_t> want{1, 1};
   auto expect = [&](std::vector<int32_t> seqs, std::vector<int64_t> pos, const char* text) {

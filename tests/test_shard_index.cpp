@@ -9,9 +9,9 @@
 #include <vector>
 
 #include "common/error.h"
-#include "core/gguf.h"
+#include "core/gguf/gguf.h"
 #include "cache/shard_layout.h"
-#include "core/shard_index.h"
+#include "core/gguf/shard_index.h"
 #include "io/pread_reader.h"
 #include "tests/test_support.h"
 

@@ -9,8 +9,8 @@
 #include <fstream>
 
 #include "common/error.h"
-#include "core/gguf.h"
-#include "core/gguf_writer.h"
+#include "core/gguf/gguf.h"
+#include "core/gguf/gguf_writer.h"
 #include "io/pread_reader.h"
 #include "tests/model_reference.h"
 

@@ -9,9 +9,9 @@
 #include <nlohmann/json.hpp>
 
 #include "core/engine.h"
-#include "core/gguf.h"
-#include "core/gguf_writer.h"
-#include "core/shard_index.h"
+#include "core/gguf/gguf.h"
+#include "core/gguf/gguf_writer.h"
+#include "core/gguf/shard_index.h"
 #include "io/pread_reader.h"
 #include "tests/model_reference.h"
 

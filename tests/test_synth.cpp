@@ -10,12 +10,12 @@
 #include <nlohmann/json.hpp>
 
 #include "common/error.h"
-#include "core/gguf.h"
-#include "core/gguf_split_writer.h"
-#include "core/gguf_stream_writer.h"
-#include "core/gguf_writer.h"
-#include "core/synth.h"
-#include "core/synth_vocab.h"
+#include "core/gguf/gguf.h"
+#include "core/gguf/gguf_split_writer.h"
+#include "core/gguf/gguf_stream_writer.h"
+#include "core/gguf/gguf_writer.h"
+#include "synth/synth.h"
+#include "synth/synth_vocab.h"
 #include "io/pread_reader.h"
 #include "io/split_set.h"
 #include "kernels/quant.h"

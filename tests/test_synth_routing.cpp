@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "core/synth_routing.h"
+#include "synth/synth_routing.h"
 
 namespace synth = sluice::core::synth;
 

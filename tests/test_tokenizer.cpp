@@ -11,8 +11,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "core/gguf.h"
-#include "core/tokenizer.h"
+#include "core/gguf/gguf.h"
+#include "core/text/tokenizer.h"
 #include "io/pread_reader.h"
 #include "tests/test_support.h"
 

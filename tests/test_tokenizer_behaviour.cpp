@@ -1,15 +1,15 @@
 // Tokenizer behaviour on small hand-built vocabularies: merge order, byte fallback, special
 // tokens, BOS/EOS, detokenization and rejected inputs. Expected ids follow from llama.cpp's
-// rules as documented in core/tokenizer.h.
+// rules as documented in core/text/tokenizer.h.
 #include <doctest/doctest.h>
 
 #include <string>
 #include <vector>
 
 #include "common/error.h"
-#include "core/gguf.h"
-#include "core/tokenizer.h"
-#include "core/unicode_utf8.h"
+#include "core/gguf/gguf.h"
+#include "core/text/tokenizer.h"
+#include "core/text/unicode_utf8.h"
 #include "io/pread_reader.h"
 #include "tests/gguf_bytes.h"
 #include "tests/test_support.h"

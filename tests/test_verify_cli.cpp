@@ -14,7 +14,7 @@
 #include <fstream>
 #include <string>
 
-#include "core/gguf.h"
+#include "core/gguf/gguf.h"
 #include "io/pread_reader.h"
 #include "tests/test_support.h"
 

@@ -14,7 +14,7 @@
 #include "cache/warm_start.h"
 #include "common/error.h"
 #include "core/engine.h"
-#include "core/trace_recorder.h"
+#include "app/trace_recorder.h"
 #include "tests/test_support.h"
 
 using namespace sluice;
@@ -57,7 +57,7 @@ std::vector<float> generate(core::Engine& engine, int n_gen) {
   std::vector<float> all;
   auto rows = engine.forward(kPrompt, 0);
   all.insert(all.end(), rows.begin(), rows.end());
-  const auto n_vocab = static_cast<size_t>(engine.model().config().n_vocab);
+  const auto n_vocab = static_cast<size_t>(engine.n_vocab());
   for (int s = 0; s < n_gen; ++s) {
     auto last = std::span<const float>(all).last(n_vocab);
     int32_t tok = static_cast<int32_t>(std::max_element(last.begin(), last.end()) - last.begin());
@@ -77,7 +77,7 @@ std::string write_temp(const std::string& name, const std::string& text) {
 
 TEST_CASE("a recorded trace parses with the trace reader and holds exactly the routing the session produced") {
   core::Engine engine(small_cache_options());
-  const core::ModelConfig& cfg = engine.model().config();
+  const core::ExpertGeometry cfg = engine.model().expert_geometry();
   core::TraceRecorder recorder(model_path());
   Tee tee(recorder);
   engine.session().set_routing_observer(&tee);
@@ -88,7 +88,12 @@ TEST_CASE("a recorded trace parses with the trace reader and holds exactly the r
   const std::string text = cache::format_trace(recorder.trace());
   cache::Trace t = cache::parse_trace(text, "recorded");
   int n_moe = 0;
-  for (int64_t il = 0; il < cfg.n_layer; ++il) n_moe += cfg.is_moe_layer(il) ? 1 : 0;
+  int dense_lead = -1;  // blocks before the first MoE block
+  for (int64_t il = 0; il < cfg.n_layer; ++il) {
+    const bool moe = cfg.moe_layer[static_cast<size_t>(il)];
+    n_moe += moe ? 1 : 0;
+    if (moe && dense_lead < 0) dense_lead = static_cast<int>(il);
+  }
   REQUIRE(t.sequences.size() == 2);
   CHECK(t.header.n_layer == static_cast<uint32_t>(n_moe));
   CHECK(t.header.n_expert == static_cast<uint32_t>(cfg.n_expert));
@@ -100,7 +105,7 @@ TEST_CASE("a recorded trace parses with the trace reader and holds exactly the r
   REQUIRE(per_seq == static_cast<size_t>(14 * n_moe));
   for (size_t i = 0; i < tee.events.size(); ++i) {
     const auto& e = tee.events[i];
-    const int moe = e.layer - static_cast<int>(cfg.n_layer_dense_lead);
+    const int moe = e.layer - dense_lead;
     auto row = t.step(i / per_seq, static_cast<uint32_t>(e.pos), static_cast<uint32_t>(moe));
     REQUIRE(row.size() == e.experts.size());
     for (size_t k = 0; k < row.size(); ++k) CHECK(row[k] == static_cast<uint32_t>(e.experts[k]));
@@ -174,7 +179,7 @@ TEST_CASE("a warm run gives logits bit-identical to a cold one and starts with m
   {
     core::Engine engine(small_cache_options());
     core::TraceRecorder recorder(model_path());
-    recorder.begin_sequence(engine.model().config(), engine.session().n_ctx());
+    recorder.begin_sequence(engine.model().expert_geometry(), engine.session().n_ctx());
     engine.session().set_routing_observer(&recorder);
     cold = generate(engine, 8);
     cold_hits = engine.cache()->stats().total.hits;

@@ -15,10 +15,10 @@
 
 #include "common/error.h"
 #include "common/units.h"
-#include "core/chat_session.h"
-#include "core/chat_template.h"
+#include "app/chat_session.h"
+#include "core/text/chat_template.h"
 #include "core/engine.h"
-#include "core/tokenizer.h"
+#include "core/text/tokenizer.h"
 #include "tools/commands.h"
 #include "tools/session_flags.h"
 #include "tools/llama_flags.h"

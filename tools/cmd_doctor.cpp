@@ -1,5 +1,5 @@
 // sluice doctor [-m MODEL] [--budget SIZE] [--json]: checks this machine for out-of-core runs
-// (core/doctor.h) and, with a model, recommends a budget and the decode range to expect.
+// (app/doctor.h) and, with a model, recommends a budget and the decode range to expect.
 // Exit code 1 when a check fails (e.g. a cgroup limit below --budget).
 //
 // --json fields (stable): ok (bool), kernel_level, cpu_features [..], checks [{name, status
@@ -14,7 +14,7 @@
 
 #include "common/error.h"
 #include "common/units.h"
-#include "core/doctor.h"
+#include "app/doctor.h"
 #include "tools/commands.h"
 #include "tools/memory_flags.h"
 

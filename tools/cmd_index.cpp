@@ -7,8 +7,8 @@
 
 #include "common/error.h"
 #include "common/units.h"
-#include "core/gguf.h"
-#include "core/shard_index.h"
+#include "core/gguf/gguf.h"
+#include "core/gguf/shard_index.h"
 #include "io/pread_reader.h"
 #include "tools/commands.h"
 #include "tools/progress_bar.h"

@@ -7,8 +7,8 @@
 
 #include "common/error.h"
 #include "common/units.h"
-#include "core/gguf.h"
-#include "core/model_summary.h"
+#include "core/gguf/gguf.h"
+#include "core/gguf/model_summary.h"
 #include "io/pread_reader.h"
 #include "tools/commands.h"
 

@@ -1,6 +1,6 @@
 // sluice perplexity -m MODEL -f TEXT [-c CTX] [--budget SIZE | --cache-experts F | --in-core]
 //                   [--kl-base-out FILE | --kl-base FILE]: llama-perplexity's number for a text
-// (core/perplexity.h), computed out of core inside the budget, with a progress bar.
+// (app/perplexity.h), computed out of core inside the budget, with a progress bar.
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -11,8 +11,8 @@
 
 #include "common/error.h"
 #include "core/engine.h"
-#include "core/perplexity.h"
-#include "core/tokenizer.h"
+#include "app/perplexity.h"
+#include "core/text/tokenizer.h"
 #include "tools/commands.h"
 #include "tools/session_flags.h"
 #include "tools/llama_flags.h"

@@ -13,13 +13,13 @@
 
 #include "common/error.h"
 #include "common/units.h"
-#include "core/bench.h"
+#include "app/bench.h"
 #include "core/engine.h"
-#include "core/vram_expert_cache.h"
-#include "core/model.h"
-#include "core/sampler.h"
-#include "core/session.h"
-#include "core/tokenizer.h"
+#include "core/gpu/vram_expert_cache.h"
+#include "core/llama/model.h"
+#include "app/sampler.h"
+#include "core/llama/session.h"
+#include "core/text/tokenizer.h"
 #include "io/fault_reader.h"
 #include "kernels/thread_pool.h"
 #include "tools/commands.h"
@@ -248,8 +248,6 @@ int cmd_run(int argc, char** argv) {
   eo.warm_profile = routing.warm_profile();
   const auto t_load = Clock::now();
   core::Engine engine(eo);
-  if (engine.is_kimi_k3() && (args.count("trace-out") || args.count("profile-out") || args.count("warm")))
-    throw Error(ErrorCode::unsupported, "--trace-out, --profile-out and --warm are not built for Kimi K3 files yet");
   for (const auto& notice : engine.notices()) std::fprintf(stderr, "sluice run: %s\n", notice.c_str());
   std::optional<core::Tokenizer> tokenizer;
   try {
@@ -275,7 +273,7 @@ int cmd_run(int argc, char** argv) {
                                                  " tokens (raise -c)");
   const int64_t n_batch = engine.n_batch();
   if (routing.recorder()) {
-    routing.recorder()->begin_sequence(engine.model().config(), n_ctx);
+    routing.recorder()->begin_sequence(engine.model().expert_geometry(), n_ctx);
     engine.session().set_routing_observer(routing.recorder());
   }
   if (engine.has_warm_profile()) {

@@ -1,7 +1,7 @@
 // sluice serve -m MODEL.gguf --budget SIZE [--host 127.0.0.1] [--port 8080] [--parallel N]:
 // the OpenAI HTTP API (chat and text completions, streaming as server-sent events, models,
 // health, metrics) over one Engine whose requests run together by continuous batching
-// (core/serve_scheduler.h). HTTP comes from the front in tools/http/ (bounded connections,
+// (app/serve_scheduler.h). HTTP comes from the front in tools/http/ (bounded connections,
 // deadlines and body limits; see tools/http/server.h), JSON from nlohmann-json.
 #include <csignal>
 #include <cstdio>
@@ -13,11 +13,11 @@
 
 #include "common/error.h"
 #include "common/units.h"
-#include "core/chat_template.h"
+#include "core/text/chat_template.h"
 #include "core/engine.h"
-#include "core/gguf.h"
-#include "core/serve_scheduler.h"
-#include "core/tokenizer.h"
+#include "core/gguf/gguf.h"
+#include "app/serve_scheduler.h"
+#include "core/text/tokenizer.h"
 #include "tools/commands.h"
 #include "tools/llama_flags.h"
 #include "tools/session_flags.h"
@@ -33,12 +33,6 @@ namespace {
 
 using nlohmann::ordered_json;
 using namespace std::chrono_literals;
-
-// Reads the header only, so a kimi-k3 file is refused before minutes of loading.
-bool is_kimi_k3_file(const std::string& path) {
-  io::PreadReader reader(path);
-  return core::GgufFile::parse(reader).architecture() == "kimi-k3";
-}
 
 struct Server {
   core::Engine* engine = nullptr;
@@ -257,9 +251,6 @@ int cmd_serve(int argc, char** argv) {
   }
   if (!args.count("model")) throw Error(ErrorCode::invalid_argument, "-m MODEL.gguf is required");
   const std::string model_path = args["model"].as<std::string>();
-  if (is_kimi_k3_file(model_path))
-    throw Error(ErrorCode::unsupported, "sluice serve cannot run Kimi K3 files yet (its hybrid KDA/MLA session has no "
-                                        "multi-sequence forward); use sluice run");
   const int port = args["port"].as<int>();
   if (port < 0 || port > 65535) throw Error(ErrorCode::invalid_argument, "--port " + std::to_string(port) + " must be in [0, 65535]");
   const int64_t parallel = args["parallel"].as<int64_t>();
@@ -353,7 +344,7 @@ int cmd_serve(int argc, char** argv) {
   });
   const double mib = 1024.0 * 1024.0;
   std::fprintf(stderr, "sluice serve: %s\nsluice serve: %s\nsluice serve: chat template %s, %lld slots of %lld tokens\n",
-               engine.model().config().describe().c_str(), engine.describe_budget().c_str(), chat.name().c_str(),
+               engine.describe_model().c_str(), engine.describe_budget().c_str(), chat.name().c_str(),
                static_cast<long long>(parallel), static_cast<long long>(scheduler.n_ctx()));
   std::fprintf(stderr,
                "sluice serve: request memory outside the budget: at most %zu request bodies of --max-body %.1f MiB "

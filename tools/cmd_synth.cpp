@@ -7,8 +7,8 @@
 
 #include "common/error.h"
 #include "common/units.h"
-#include "core/gguf_split_writer.h"
-#include "core/synth.h"
+#include "core/gguf/gguf_split_writer.h"
+#include "synth/synth.h"
 #include "tools/commands.h"
 
 namespace sluice::tools {
@@ -79,7 +79,7 @@ int cmd_synth(int argc, char** argv) {
     if (e < 2 || e > 100000) throw Error(ErrorCode::invalid_argument, "--experts " + std::to_string(e) + ": must be at least 2");
     o.experts = static_cast<uint32_t>(e);
   }
-  o.quant = args.count("quant") ? args["quant"].as<std::string>() : o.preset == "kimi-k3" ? "MXFP4_MOE" : "Q4_K_M";
+  o.quant = args.count("quant") ? args["quant"].as<std::string>() : core::synth::find_preset(o.preset).default_quant;
   if (args.count("vocab")) o.vocab_path = args["vocab"].as<std::string>();
   o.skew = args["skew"].as<double>();
   o.seed = args["seed"].as<uint64_t>();

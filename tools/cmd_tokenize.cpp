@@ -8,8 +8,8 @@
 #include <nlohmann/json.hpp>
 
 #include "common/error.h"
-#include "core/gguf.h"
-#include "core/tokenizer.h"
+#include "core/gguf/gguf.h"
+#include "core/text/tokenizer.h"
 #include "io/pread_reader.h"
 #include "tools/commands.h"
 

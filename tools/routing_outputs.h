@@ -11,7 +11,7 @@
 
 #include <cxxopts.hpp>
 
-#include "core/trace_recorder.h"
+#include "app/trace_recorder.h"
 
 namespace sluice::tools {
 

@@ -10,7 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "core/sampler.h"
+#include "app/sampler.h"
 
 namespace sluice::tools {
 

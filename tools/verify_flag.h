@@ -3,7 +3,7 @@
 //            no index: one notice line; a stale index (the model changed since): an error
 //   off      no checks, nothing said
 //   require  refuse to run without a current index
-// core/shard_index.h (VerifyMode, index_for_run) says what the engine does with each.
+// core/gguf/shard_index.h (VerifyMode, index_for_run) says what the engine does with each.
 //
 //   options.add_options()(kVerifyFlag, kVerifyFlagHelp, cxxopts::value<std::string>()->default_value("on"));
 //   apply_verify_flag(args["verify"].as<std::string>(), engine_options);

@@ -1,4 +1,4 @@
-// route: MoE router kernel, one block per token (core/router.h's route_token with n_groups == 1).
+// route: MoE router kernel, one block per token (core/llama/router.h's route_token with n_groups == 1).
 //
 // The selection order is a strict total order, so a parallel arg-max reduction picks what the
 // CPU's kernels::top_k picks: larger value first, ties to the lower id, NaN after every number

@@ -5,10 +5,10 @@
 #include <string>
 
 #include "common/error.h"
-#include "core/gguf.h"
-#include "core/kimi_k3_config.h"
-#include "core/model_config.h"
-#include "core/model_summary.h"
+#include "core/gguf/gguf.h"
+#include "core/kimi_k3/kimi_k3_config.h"
+#include "core/llama/model_config.h"
+#include "core/gguf/model_summary.h"
 #include "io/reader.h"
 
 namespace sluice::fuzz {

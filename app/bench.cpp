@@ -1,0 +1,264 @@
+#include "app/bench.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <fstream>
+#include <random>
+
+#include "common/error.h"
+#include "app/decode_meter.h"
+#include "app/routing_stats.h"
+#include "app/trace_recorder.h"
+
+namespace sluice::core {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+uint64_t proc_field_kib(const char* file, const char* field) {
+  std::ifstream in(file);
+  std::string line;
+  const std::string prefix = std::string(field) + ":";
+  while (std::getline(in, line)) {
+    if (line.rfind(prefix, 0) == 0) return std::stoull(line.substr(prefix.size())) * 1024;
+  }
+  return 0;
+}
+
+// Feeds decode-phase routing decisions to RoutingStats, mapping blocks to MoE layers.
+class StatsObserver final : public RoutingObserver {
+ public:
+  StatsObserver(const ExpertGeometry& g, RoutingStats& stats, RoutingObserver* also) : stats_(stats), also_(also) {
+    for (int64_t il = 0, moe = 0; il < g.n_layer; ++il) {
+      moe_of_block_.push_back(g.moe_layer[static_cast<size_t>(il)] ? static_cast<int>(moe++) : -1);
+    }
+  }
+  void on_routing(const RoutingEvent& event) override {
+    if (also_) also_->on_routing(event);  // the trace records prefill too
+    add(event.layer, event.experts);
+  }
+  bool enabled = false;
+
+ private:
+  void add(int layer, std::span<const int32_t> experts) {
+    if (!enabled) return;
+    int moe = moe_of_block_[static_cast<size_t>(layer)];
+    if (moe >= 0) stats_.add(moe, experts);
+  }
+  RoutingStats& stats_;
+  RoutingObserver* also_;
+  std::vector<int> moe_of_block_;
+};
+
+cache::PredictionCounters minus(cache::PredictionCounters a, const cache::PredictionCounters& b) {
+  a.steps -= b.steps, a.predicted -= b.predicted, a.actual -= b.actual, a.correct -= b.correct;
+  a.issued -= b.issued, a.issued_bytes -= b.issued_bytes, a.wasted -= b.wasted, a.wasted_bytes -= b.wasted_bytes;
+  a.previous_steps -= b.previous_steps, a.previous_actual -= b.previous_actual;
+  a.previous_correct -= b.previous_correct;
+  a.ahead_issued -= b.ahead_issued, a.ahead_issued_bytes -= b.ahead_issued_bytes;
+  a.ahead_wasted -= b.ahead_wasted, a.ahead_wasted_bytes -= b.ahead_wasted_bytes;
+  return a;
+}
+
+double ratio(uint64_t num, uint64_t den) { return den ? static_cast<double>(num) / static_cast<double>(den) : 0.0; }
+
+int32_t argmax(std::span<const float> row) {
+  return static_cast<int32_t>(std::max_element(row.begin(), row.end()) - row.begin());
+}
+
+}  // namespace
+
+void evict_from_page_cache(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return;
+  ::fdatasync(fd);
+  ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+  ::close(fd);
+}
+
+uint64_t peak_rss_bytes() { return proc_field_kib("/proc/self/status", "VmHWM"); }
+
+void reset_peak_rss() {
+  std::ofstream clear("/proc/self/clear_refs");
+  if (clear) clear << "5";
+}
+
+uint64_t page_cache_bytes() { return proc_field_kib("/proc/meminfo", "Cached"); }
+
+BenchResult run_bench(const BenchOptions& options) {
+  if (options.n_gen < 9) throw Error(ErrorCode::invalid_argument, "-n must be at least 9 (8 warm-up tokens + 1)");
+  if (options.n_prompt < 1) throw Error(ErrorCode::invalid_argument, "-p must be at least 1");
+  BenchResult r;
+  if (options.cold) evict_from_page_cache(options.engine.model_path);
+  reset_peak_rss();
+  const uint64_t cached_before = page_cache_bytes();
+
+  EngineOptions eo = options.engine;
+  const int64_t needed_ctx = options.n_prompt + options.n_gen;
+  if (eo.session.n_ctx < needed_ctx) eo.session.n_ctx = needed_ctx;
+  Engine engine(eo);
+  const ExpertGeometry geometry = engine.model().expert_geometry();
+  const int64_t n_vocab = engine.n_vocab();
+  r.budget_split = engine.describe_budget();
+  r.budget_bytes = engine.budget().budget ? engine.budget().budget : engine.budget().total();
+  r.model_bytes = engine.reader().file_size();
+  r.notices = engine.notices();
+  r.io_backend = std::string(engine.reader().backend());
+  if (engine.budget().routed_expert_bytes) {
+    r.cache_experts_fraction = std::min(1.0, static_cast<double>(engine.cache() ? engine.budget().expert_arena
+                                                                                 : engine.budget().routed_expert_bytes) /
+                                                 static_cast<double>(engine.budget().routed_expert_bytes));
+  }
+
+  int n_moe = 0;
+  for (bool moe : geometry.moe_layer) n_moe += moe ? 1 : 0;
+  std::optional<RoutingStats> routing;
+  std::optional<StatsObserver> observer;
+  if (n_moe > 0) {
+    routing.emplace(n_moe, static_cast<int>(geometry.n_expert), static_cast<int>(geometry.n_expert_used));
+    observer.emplace(geometry, *routing, options.recorder);
+    engine.session().set_routing_observer(&*observer);
+    if (options.recorder) options.recorder->begin_sequence(geometry, engine.session().n_ctx());
+  }
+  // Warm start before the first token: its reads are not part of the prefill or decode figures.
+  cache::WarmResult warm = engine.warm_up(options.warm_progress);
+  r.warm_shards = warm.shards;
+  r.warm_bytes = warm.bytes;
+  r.warm_seconds = warm.seconds;
+
+  // Random prompt from the seed, as llama-bench does.
+  std::mt19937_64 rng(options.seed);
+  std::uniform_int_distribution<int32_t> pick(0, static_cast<int32_t>(n_vocab - 1));
+  std::vector<int32_t> prompt(static_cast<size_t>(options.n_prompt));
+  for (auto& t : prompt) t = pick(rng);
+
+  const int64_t n_batch = engine.n_batch();
+  cache::CacheStats before_prefill;
+  if (engine.cache()) before_prefill = engine.cache()->stats();
+  auto t0 = Clock::now();
+  std::span<const float> logits;
+  for (int64_t i = 0; i < options.n_prompt; i += n_batch) {
+    int64_t n = std::min<int64_t>(n_batch, options.n_prompt - i);
+    logits = engine.forward({prompt.data() + i, static_cast<size_t>(n)}, i, false);
+  }
+  double prefill_s = since(t0);
+  r.prefill_tok_s = options.n_prompt / prefill_s;
+
+  cache::CacheStats before;
+  cache::PredictionStats predicted_before;
+  if (engine.cache()) {
+    before = engine.cache()->stats();
+    r.prefill_bytes_read = before.total.bytes_read - before_prefill.total.bytes_read;
+    r.prefill_io_wait_share = static_cast<double>(before.total.io_wait_ns - before_prefill.total.io_wait_ns) / 1e9 / prefill_s;
+  }
+  GpuCounters gpu_before;
+  if (engine.gpu()) gpu_before = engine.gpu()->counters();
+  if (engine.prefetcher()) {
+    predicted_before = engine.prefetcher()->stats();
+    // The prefill's read-aheads (a decode step is too small for one). The next layer's waste is
+    // counted when it routes, so the last read-ahead of the prompt is in.
+    r.prefill_read_ahead_bytes = predicted_before.total.ahead_issued_bytes;
+    r.prefill_read_ahead_wasted_bytes = predicted_before.total.ahead_wasted_bytes;
+  }
+  if (observer) observer->enabled = true;
+  int32_t token = argmax(logits.last(static_cast<size_t>(n_vocab)));
+  const auto t_origin = Clock::now();
+  DecodeMeter meter(options.n_gen, [&] { return since(t_origin); }, [&] {
+    DecodeCounters c;
+    if (engine.cache()) {
+      const cache::CacheStats s = engine.cache()->stats();
+      c.cache = s.total;
+      c.io_busy_ns = s.io_busy_ns;
+    }
+    if (engine.prefetcher()) c.predicted = engine.prefetcher()->stats().total;
+    return c;
+  });
+  meter.start();
+  for (int s = 0; s < options.n_gen; ++s) {
+    logits = engine.forward({&token, 1}, options.n_prompt + s, false);
+    token = argmax(logits);
+    meter.token_done(s);
+  }
+  const DecodeFigures f = meter.figures(options.disk_gbps_raw);
+  r.fault_report = engine.describe_faults();
+  r.decode_first8_tok_s = f.decode_first8_tok_s;
+  r.decode_tok_s = f.decode_tok_s;
+  r.hit_rate = f.hit_rate;
+  r.hit_rate_first8 = f.hit_rate_first8;
+  r.hit_rate_steady = f.hit_rate_steady;
+  r.decode_bytes_read = f.decode_bytes_read;
+  r.read_bytes_per_token = f.read_bytes_per_token;
+  r.read_bytes_per_token_first8 = f.read_bytes_per_token_first8;
+  r.read_bytes_per_token_steady = f.read_bytes_per_token_steady;
+  r.miss_bytes_per_token = f.miss_bytes_per_token;
+  r.speculative_bytes_per_token = f.speculative_bytes_per_token;
+  r.speculative_waste_bytes_per_token = f.speculative_waste_bytes_per_token;
+  r.disk_gbps_achieved = f.disk_gbps_achieved;
+  r.io_wait_share = f.io_wait_share;
+  r.io_hidden_share = f.io_hidden_share;
+  r.ceiling_tok_s = f.ceiling_tok_s;
+  r.achieved_over_ceiling = f.achieved_over_ceiling;
+  r.ceiling_note = f.ceiling_note;
+  if (options.disk_gbps_raw > 0) r.disk_gbps_raw = options.disk_gbps_raw;
+
+  if (engine.cache()) {
+    const cache::CacheStats after = engine.cache()->stats();
+    r.evictions = after.total.evictions;
+    r.prefetch_depth = engine.session().prefetch_depth();
+    const cache::PredictionStats p = engine.prefetcher()->stats();
+    const cache::PredictionCounters pt = minus(p.total, predicted_before.total);
+    r.prediction_recall = pt.recall();
+    r.prediction_precision = pt.precision();
+    r.previous_token_recall = pt.previous_recall();
+    for (size_t l = 0; l < p.layers.size(); ++l) {
+      const cache::PredictionCounters pl = minus(p.layers[l], predicted_before.layers[l]);
+      const cache::CacheCounters& ca = after.layers[l];
+      const cache::CacheCounters& cb = before.layers[l];
+      BenchLayer bl;
+      bl.prediction_recall = pl.recall();
+      bl.prediction_precision = pl.precision();
+      bl.previous_token_recall = pl.previous_recall();
+      bl.speculative_wasted_bytes = pl.wasted_bytes;
+      bl.hidden_miss_share = ratio(ca.prefetch_hits_landed - cb.prefetch_hits_landed,
+                                   (ca.prefetch_hits - cb.prefetch_hits) + (ca.misses - cb.misses));
+      r.layers.push_back(bl);
+    }
+  }
+  if (routing) {
+    r.routing_entropy = routing->entropy();
+    r.hottest_over_uniform = routing->hottest_over_uniform();
+    r.temporal_reuse = routing->temporal_reuse();
+    r.temporal_reuse_chance = routing->temporal_reuse_chance();
+  }
+  if (GpuTier* gpu = engine.gpu()) {
+    const GpuPlan& p = gpu->plan();
+    const GpuCounters d = gpu->counters() - gpu_before;
+    r.gpu = true;
+    r.gpu_tier = gpu->describe();
+    r.gpu_vram_bytes = p.vram_budget;
+    r.gpu_resident_bytes = p.resident_bytes;
+    r.gpu_expert_slots = p.expert_slots;
+    r.gpu_expert_hit_rate = d.expert_hits + d.expert_misses
+                                ? static_cast<double>(d.expert_hits) / static_cast<double>(d.expert_hits + d.expert_misses)
+                                : 0;
+    r.gpu_products = d.products_gpu;
+    r.gpu_cpu_products = d.products_cpu;
+    r.gpu_experts_copied = d.experts_copied;
+    r.gpu_copy_bytes = d.expert_copy_bytes;
+    r.gpu_cpu_fallbacks = d.expert_cpu_fallbacks;
+    r.gpu_upload_bytes = d.upload_bytes;
+    r.gpu_evictions = gpu->evictions();
+    r.gpu_h2d_gbps = p.rates.h2d_bytes_per_s / 1e9;
+    r.gpu_cpu_matvec_gbps = p.rates.cpu_bytes_per_s / 1e9;
+  }
+  r.peak_rss_bytes = peak_rss_bytes();
+  r.page_cache_growth_bytes = static_cast<int64_t>(page_cache_bytes()) - static_cast<int64_t>(cached_before);
+  return r;
+}
+
+}  // namespace sluice::core

@@ -1,0 +1,332 @@
+#include "app/serve_scheduler.h"
+
+#include <algorithm>
+
+#include "common/error.h"
+
+namespace sluice::core {
+
+namespace {
+using Clock = std::chrono::steady_clock;
+constexpr size_t kRecentPrompts = 8;  // finished prompts remembered as "warm" for admission
+}  // namespace
+
+const char* to_string(FinishReason r) {
+  switch (r) {
+    case FinishReason::none: return "none";
+    case FinishReason::stop: return "stop";
+    case FinishReason::length: return "length";
+    case FinishReason::cancelled: return "cancelled";
+    case FinishReason::error: return "error";
+  }
+  return "none";
+}
+
+bool Generation::wait(std::vector<int32_t>& out, std::chrono::milliseconds timeout) {
+  std::unique_lock lock(mu_);
+  cv_.wait_for(lock, timeout, [&] { return !pending_.empty() || finished_; });
+  out.insert(out.end(), pending_.begin(), pending_.end());
+  pending_.clear();
+  return finished_;
+}
+
+FinishReason Generation::finish_reason() const {
+  std::lock_guard lock(mu_);
+  return reason_;
+}
+
+std::string Generation::error() const {
+  std::lock_guard lock(mu_);
+  return error_;
+}
+
+void Generation::deliver(int32_t token) {
+  {
+    std::lock_guard lock(mu_);
+    pending_.push_back(token);
+  }
+  cv_.notify_all();
+}
+
+void Generation::finish(FinishReason reason, std::string error) {
+  {
+    std::lock_guard lock(mu_);
+    finished_ = true;
+    reason_ = reason;
+    error_ = std::move(error);
+  }
+  cv_.notify_all();
+}
+
+size_t pick_next(std::span<const std::span<const int32_t>> queued, std::span<const int> skipped,
+                 std::span<const std::span<const int32_t>> warm, int max_skips) {
+  for (size_t i = 0; i < queued.size(); ++i)  // bounded wait: the oldest starving request first
+    if (skipped[i] >= max_skips) return i;
+  size_t best = 0;
+  size_t best_shared = 0;
+  for (size_t i = 0; i < queued.size(); ++i) {
+    size_t shared = 0;
+    for (const auto& w : warm) {
+      const size_t n = std::min(w.size(), queued[i].size());
+      size_t k = 0;
+      while (k < n && w[k] == queued[i][k]) ++k;
+      shared = std::max(shared, k);
+    }
+    const bool better = i == 0 || shared > best_shared ||
+                        (shared == best_shared && queued[i].size() < queued[best].size());
+    if (better) {
+      best = i;
+      best_shared = shared;
+    }
+  }
+  return best;
+}
+
+Scheduler::Scheduler(Engine& engine, Tokenizer tokenizer, const SchedulerOptions& options)
+    : engine_(engine), tokenizer_(std::move(tokenizer)), options_(options) {
+  Session& s = engine_.session();
+  const ExpertGeometry c = engine_.model().expert_geometry();
+  n_ctx_ = s.n_ctx();
+  n_batch_ = s.n_batch();
+  n_vocab_ = engine_.n_vocab();
+  n_expert_ = c.n_expert;
+  if (options_.max_queue < 0) throw Error(ErrorCode::invalid_argument, "queue size must be >= 0");
+  slots_.resize(static_cast<size_t>(s.n_seq()));
+  if (n_batch_ < s.n_seq())
+    throw Error(ErrorCode::invalid_argument, "batch size " + std::to_string(n_batch_) + " is below the " +
+                                                 std::to_string(s.n_seq()) + " parallel slots (raise -b)");
+  batch_tokens_.resize(static_cast<size_t>(n_batch_));
+  batch_seqs_.resize(static_cast<size_t>(n_batch_));
+  batch_pos_.resize(static_cast<size_t>(n_batch_));
+  batch_want_.resize(static_cast<size_t>(n_batch_));
+  row_slot_.resize(static_cast<size_t>(n_batch_));
+  done_.resize(slots_.size());
+  expert_mark_.assign(static_cast<size_t>(c.n_layer * std::max<int64_t>(c.n_expert, 0)), 0);
+  s.set_routing_observer(this);
+  thread_ = std::thread([this] { run(); });
+}
+
+Scheduler::~Scheduler() {
+  {
+    std::lock_guard lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+  engine_.session().set_routing_observer(nullptr);
+  for (auto& g : queue_) g->finish(FinishReason::cancelled, "the server is shutting down");
+  for (Slot& s : slots_)
+    if (s.gen) s.gen->finish(FinishReason::cancelled, "the server is shutting down");
+}
+
+std::shared_ptr<Generation> Scheduler::submit(GenerationParams params) {
+  if (params.prompt.empty()) throw Error(ErrorCode::invalid_argument, "the prompt has no tokens");
+  if (static_cast<int64_t>(params.prompt.size()) >= n_ctx_)
+    throw Error(ErrorCode::invalid_argument, "the prompt has " + std::to_string(params.prompt.size()) +
+                                                 " tokens; the context holds " + std::to_string(n_ctx_) +
+                                                 " including at least one generated token");
+  for (int32_t t : params.prompt)
+    if (t < 0 || t >= n_vocab_)
+      throw Error(ErrorCode::invalid_argument, "token id " + std::to_string(t) + " is outside the vocabulary [0, " +
+                                                   std::to_string(n_vocab_) + ")");
+  Sampler check(params.sampling, n_vocab_);  // validates the options before queueing
+  auto gen = std::make_shared<Generation>();
+  gen->params_ = std::move(params);
+  {
+    std::lock_guard lock(mu_);
+    if (static_cast<int64_t>(queue_.size()) >= options_.max_queue + static_cast<int64_t>(slots_.size()) - static_cast<int64_t>(metrics_.active)) {
+      ++metrics_.requests_rejected;
+      return nullptr;
+    }
+    queue_.push_back(gen);
+    metrics_.queue_depth = queue_.size();
+  }
+  cv_.notify_all();
+  return gen;
+}
+
+SchedulerMetrics Scheduler::metrics() const {
+  std::lock_guard lock(mu_);
+  return metrics_;
+}
+
+void Scheduler::on_routing(const RoutingEvent& e) {
+  if (n_expert_ <= 0) return;
+  step_pairs_ += e.experts.size();
+  uint32_t* mark = expert_mark_.data() + static_cast<size_t>(e.layer) * static_cast<size_t>(n_expert_);
+  for (int32_t x : e.experts) {
+    if (x < 0 || x >= n_expert_) continue;
+    if (mark[x] != stamp_) {
+      mark[x] = stamp_;
+      ++step_distinct_;
+    }
+  }
+}
+
+void Scheduler::finish(Slot& slot, FinishReason reason, std::string error) {
+  {  // counted before the client is woken, so what it reads next includes this request
+    std::lock_guard lock(mu_);
+    if (reason == FinishReason::cancelled) ++metrics_.requests_cancelled;
+    else ++metrics_.requests_finished;
+    recent_.push_back(slot.gen->params_.prompt);
+    if (recent_.size() > kRecentPrompts) recent_.pop_front();
+    --metrics_.active;
+  }
+  slot.gen->finish(reason, std::move(error));
+  slot = Slot{};
+}
+
+void Scheduler::admit_locked() {
+  // Requests cancelled while queued leave without running.
+  for (auto it = queue_.begin(); it != queue_.end();) {
+    if ((*it)->cancelled()) {
+      const bool early = (*it)->ended_early_.load();
+      (*it)->finish(early ? FinishReason::stop : FinishReason::cancelled);
+      ++(early ? metrics_.requests_finished : metrics_.requests_cancelled);
+      it = queue_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  for (Slot& slot : slots_) {
+    if (slot.gen || queue_.empty()) continue;
+    std::vector<std::span<const int32_t>> queued, warm;
+    std::vector<int> skipped;
+    for (const auto& g : queue_) {
+      queued.emplace_back(g->params_.prompt);
+      skipped.push_back(g->skipped_);
+    }
+    for (const Slot& s : slots_)
+      if (s.gen) warm.emplace_back(s.gen->params_.prompt);
+    for (const auto& p : recent_) warm.emplace_back(p);
+    const size_t pick = pick_next(queued, skipped, warm, options_.max_skips);
+    for (size_t i = 0; i < pick; ++i) ++queue_[i]->skipped_;  // older ones passed over
+    slot.gen = queue_[pick];
+    queue_.erase(queue_.begin() + static_cast<int64_t>(pick));
+    slot.sampler.emplace(slot.gen->params_.sampling, n_vocab_);
+    for (int32_t t : slot.gen->params_.prompt) slot.sampler->accept(t);
+    ++metrics_.active;
+    metrics_.prompt_tokens += slot.gen->params_.prompt.size();
+  }
+  metrics_.queue_depth = queue_.size();
+}
+
+void Scheduler::run() {
+  for (;;) {
+    {
+      std::unique_lock lock(mu_);
+      admit_locked();
+      const bool idle = std::none_of(slots_.begin(), slots_.end(), [](const Slot& s) { return s.gen != nullptr; });
+      if (idle) {
+        if (stop_) return;
+        cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+        continue;
+      }
+      if (stop_) return;
+    }
+    try {
+      step();
+    } catch (const std::exception& e) {  // one failed step ends the requests in it, not the server
+      for (Slot& s : slots_)
+        if (s.gen) finish(s, FinishReason::error, e.what());
+    }
+  }
+}
+
+void Scheduler::step() {
+  // Cancelled requests leave before the step.
+  for (Slot& s : slots_)
+    if (s.gen && s.gen->cancelled()) finish(s, s.gen->ended_early_.load() ? FinishReason::stop : FinishReason::cancelled);
+
+  size_t n = 0, rows = 0;
+  bool prefill = false;
+  // Decode tokens first: one per request past its prompt.
+  for (size_t i = 0; i < slots_.size(); ++i) {
+    Slot& s = slots_[i];
+    if (!s.gen || s.prompt_done < s.gen->params_.prompt.size()) continue;
+    batch_tokens_[n] = s.next;
+    batch_seqs_[n] = static_cast<int32_t>(i);
+    batch_pos_[n] = s.n_past;
+    batch_want_[n] = 1;
+    row_slot_[rows++] = static_cast<int32_t>(i);
+    ++n;
+  }
+  // Then prompt chunks in the room left.
+  for (size_t i = 0; i < slots_.size() && n < static_cast<size_t>(n_batch_); ++i) {
+    Slot& s = slots_[i];
+    if (!s.gen) continue;
+    const std::vector<int32_t>& prompt = s.gen->params_.prompt;
+    if (s.prompt_done >= prompt.size()) continue;
+    const size_t take = std::min(prompt.size() - s.prompt_done, static_cast<size_t>(n_batch_) - n);
+    for (size_t k = 0; k < take; ++k) {
+      batch_tokens_[n] = prompt[s.prompt_done + k];
+      batch_seqs_[n] = static_cast<int32_t>(i);
+      batch_pos_[n] = s.n_past + static_cast<int64_t>(k);
+      batch_want_[n] = s.prompt_done + k + 1 == prompt.size();
+      if (batch_want_[n]) row_slot_[rows++] = static_cast<int32_t>(i);
+      ++n;
+    }
+    prefill = true;
+  }
+  if (n == 0) return;
+
+  const uint64_t bytes_before = engine_.cache() ? engine_.cache()->stats().total.bytes_read : 0;
+  ++stamp_;
+  step_pairs_ = step_distinct_ = 0;
+  const auto t0 = Clock::now();
+  const std::span<const float> logits =
+      engine_.forward_batch({batch_tokens_.data(), n}, {batch_seqs_.data(), n}, {batch_pos_.data(), n},
+                            {batch_want_.data(), n});
+  const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+
+  // Advance every slot in the batch, then sample the rows.
+  for (size_t k = 0; k < n; ++k) {
+    Slot& s = slots_[static_cast<size_t>(batch_seqs_[k])];
+    ++s.n_past;
+    if (s.prompt_done < s.gen->params_.prompt.size()) ++s.prompt_done;
+  }
+  uint64_t generated = 0;
+  size_t n_done = 0;  // requests that end with this step: finished after the counters below
+  for (size_t r = 0; r < rows; ++r) {
+    Slot& s = slots_[static_cast<size_t>(row_slot_[r])];
+    const int32_t tok = s.sampler->sample(logits.subspan(r * static_cast<size_t>(n_vocab_), static_cast<size_t>(n_vocab_)));
+    s.sampler->accept(tok);
+    ++s.generated;
+    ++generated;
+    const GenerationParams& p = s.gen->params_;
+    if (p.stop_at_eog && tokenizer_.n_vocab() > 0 && tokenizer_.is_eog(tok)) {
+      done_[n_done++] = {row_slot_[r], FinishReason::stop};
+      continue;
+    }
+    s.gen->deliver(tok);
+    if ((p.max_tokens > 0 && s.generated >= p.max_tokens) || s.n_past >= n_ctx_) {
+      done_[n_done++] = {row_slot_[r], FinishReason::length};
+      continue;
+    }
+    s.next = tok;
+  }
+  count_step(prefill, generated, seconds, bytes_before);
+  for (size_t k = 0; k < n_done; ++k) finish(slots_[static_cast<size_t>(done_[k].first)], done_[k].second);
+}
+
+void Scheduler::count_step(bool prefill, uint64_t generated, double seconds, uint64_t bytes_before) {
+  std::lock_guard lock(mu_);
+  ++metrics_.steps;
+  metrics_.generated_tokens += generated;
+  if (!prefill) {
+    ++metrics_.decode_steps;
+    metrics_.decode_tokens += generated;
+    metrics_.decode_seconds += seconds;
+    metrics_.routed_pairs += step_pairs_;
+    metrics_.distinct_experts += step_distinct_;
+  }
+  if (engine_.cache()) {
+    const cache::CacheCounters t = engine_.cache()->stats().total;
+    if (!prefill) metrics_.decode_bytes_read += t.bytes_read - bytes_before;
+    metrics_.cache_hits = t.hits;
+    metrics_.cache_misses = t.misses;
+    metrics_.cache_bytes_read = t.bytes_read;
+  }
+}
+
+}  // namespace sluice::core

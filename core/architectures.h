@@ -1,0 +1,31 @@
+// The architecture registry: GGUF `general.architecture` -> Architecture (core/arch/architecture.h).
+// This file and each architecture's own folder are the only places that test an architecture
+// name. GPU support is wired here too: the VRAM tier (core/gpu) knows the llama family's Model.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+
+#include "core/arch/architecture.h"
+#include "core/gpu/gpu_tier.h"
+
+namespace sluice::core {
+
+// Error(unsupported) naming the file's architecture and the supported ones.
+const Architecture& architecture_for(const GgufFile& file);
+
+// What --gpu needs of an architecture; architecture_gpu() is null where --gpu is not supported.
+struct ArchitectureGpu {
+  // Page-locked host staging at a batch, of a planned or loaded model.
+  virtual uint64_t host_staging(const ArchModel& model, int64_t n_batch) const = 0;
+  virtual std::unique_ptr<GpuTier> make_tier(const ArchModel& model, TrackedExpertSource& experts,
+                                             kernels::ThreadPool& pool, int64_t n_batch,
+                                             std::span<std::byte> host_arena, const GpuTierOptions& options) const = 0;
+
+ protected:
+  ~ArchitectureGpu() = default;
+};
+const ArchitectureGpu* architecture_gpu(const Architecture& architecture);
+
+}  // namespace sluice::core

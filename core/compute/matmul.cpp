@@ -1,0 +1,49 @@
+#include "core/compute/matmul.h"
+
+#include "kernels/dot_f32.h"
+
+namespace sluice::core {
+
+namespace {
+
+size_t sz(int64_t n) { return static_cast<size_t>(n); }
+
+// One sequence's rows (or a batch whose order does not depend on the row count).
+void matmul_rows(const kernels::WeightMatrix& w, const float* x, int64_t n, float* y, MatKind kind,
+                 std::span<std::byte> scratch, kernels::ThreadPool& pool, MatmulOffload* offload) {
+  if (offload && offload->try_matmul(w, x, n, y)) return;
+  if (w.type == GgmlType::F32) {  // no conversion: a permuted activation stays on the vector path
+    kernels::matmul_f32_ggml(w, {x, sz(n * w.n_cols)}, n, {y, sz(n * w.n_rows)}, kind == MatKind::plain, pool);
+    return;
+  }
+  if (w.type == GgmlType::F16 && w.n_cols <= 8192) {  // converted to F16 first, then llamafile may take it
+    kernels::matmul_f16_ggml(w, {x, sz(n * w.n_cols)}, n, {y, sz(n * w.n_rows)}, kind != MatKind::vector, false,
+                             {reinterpret_cast<float*>(scratch.data()), scratch.size() / sizeof(float)}, pool);
+    return;
+  }
+  kernels::matmul(w, {x, sz(n * w.n_cols)}, n, {y, sz(n * w.n_rows)}, scratch, pool);
+}
+
+}  // namespace
+
+void matmul(const kernels::WeightMatrix& w, const float* x, int64_t n, float* y, MatKind kind,
+            std::span<std::byte> scratch, kernels::ThreadPool& pool, MatmulOffload* offload,
+            std::span<const int64_t> runs) {
+  const bool order_depends_on_rows =
+      kind != MatKind::vector &&
+      (w.type == GgmlType::F32 || w.type == GgmlType::F16 || w.repack == kernels::GgmlRepack::mul_mat);
+  if (order_depends_on_rows && runs.size() > 2) {
+    // The quantized kernels take the runs themselves and keep every sequence's order while
+    // unpacking each weight block once for the whole batch (an offloaded product still splits).
+    if (w.repack == kernels::GgmlRepack::mul_mat && !offload) {
+      kernels::matmul(w, {x, sz(n * w.n_cols)}, n, {y, sz(n * w.n_rows)}, scratch, pool, runs);
+      return;
+    }
+    for (size_t r = 0; r + 1 < runs.size(); ++r)
+      matmul_rows(w, x + runs[r] * w.n_cols, runs[r + 1] - runs[r], y + runs[r] * w.n_rows, kind, scratch, pool, offload);
+    return;
+  }
+  matmul_rows(w, x, n, y, kind, scratch, pool, offload);
+}
+
+}  // namespace sluice::core

@@ -1,0 +1,48 @@
+// kimi-k3 behind the Architecture seam (core/arch/architecture.h): KimiK3Model + KimiK3Session.
+// Its non-routed layers stay resident (layer_layout() is empty), its sessions predict experts
+// (core/kimi_k3/kimi_k3_predictor.h), and plan() reads the resident weights (load() then takes
+// the planned model over).
+#pragma once
+
+#include <memory>
+
+#include "core/arch/architecture.h"
+#include "core/kimi_k3/kimi_k3_model.h"
+
+namespace sluice::core {
+
+class KimiK3ArchModel final : public ArchModel {
+ public:
+  explicit KimiK3ArchModel(std::unique_ptr<KimiK3Model> model) : model_(std::move(model)) {}
+  const KimiK3Model& model() const { return *model_; }
+
+  const GgufFile& gguf() const override { return model_->gguf(); }
+  std::string describe() const override { return model_->config().describe(); }
+  int64_t n_vocab() const override { return model_->config().n_vocab; }
+  uint64_t weight_bytes() const override { return model_->weight_bytes(); }
+  ExpertGeometry expert_geometry() const override { return ExpertGeometry::of(model_->config()); }
+  uint64_t kv_bytes(const SessionOptions& options) const override;
+  uint64_t recurrent_bytes(const SessionOptions& options) const override;
+  uint64_t scratch_bytes(const SessionOptions& options, unsigned threads) const override;
+  bool predicts_experts() const override { return true; }
+  cache::ShardLayout layer_layout() const override { return {}; }
+  LayerStream& stream_layers(const ShardIndex* index) override;
+  std::unique_ptr<ExpertSource> in_core_experts() const override;
+  std::unique_ptr<Session> create_session(ExpertSource& experts, kernels::ThreadPool& pool,
+                                          const SessionOptions& options) override;
+
+ private:
+  std::unique_ptr<KimiK3Model> model_;
+};
+
+class KimiK3Architecture final : public Architecture {
+ public:
+  std::string_view name() const override { return "kimi-k3"; }
+  std::unique_ptr<ArchModel> plan(io::Reader& reader, const ArchLoadOptions& options) const override;
+  std::unique_ptr<ArchModel> load(io::Reader& reader, const ArchLoadOptions& options,
+                                  std::unique_ptr<ArchModel> planned) const override;
+  bool checks_resident_tensors() const override { return false; }
+  bool can_stream_layers() const override { return false; }
+};
+
+}  // namespace sluice::core

@@ -1,0 +1,189 @@
+// Session attention: GQA (llama, qwen3moe) and absorbed MLA (deepseek2), as llama.cpp's graphs.
+#include <algorithm>
+#include <cstring>
+#include <limits>
+
+#include "core/llama/session.h"
+#include "kernels/dot_f32.h"
+#include "kernels/quant.h"
+#include "kernels/rms_norm.h"
+#include "kernels/rope.h"
+#include "kernels/softmax.h"
+#include "kernels/vec_ops.h"
+
+namespace sluice::core {
+
+namespace {
+size_t sz(int64_t n) { return static_cast<size_t>(n); }
+size_t align_up(size_t n) { return (n + 63) / 64 * 64; }
+// llama.cpp pads the attended KV cells to a multiple of 256 (capped by the cache size).
+constexpr int64_t kKvPad = 256;
+}  // namespace
+
+void LlamaSession::attention_gqa(int64_t il, int64_t n) {
+  const ModelConfig& c = model_.config();
+  const LayerWeights& L = *layer_;
+  const int64_t H = c.n_head, Hkv = c.n_head_kv, Dk = c.head_dim_k, Dv = c.head_dim_v;
+  matmul(L.wq.matrix(), cur_.data(), n, q_.data());
+  matmul(L.wk.matrix(), cur_.data(), n, k_.data());
+  matmul(L.wv.matrix(), cur_.data(), n, v_.data());
+  if (L.q_norm) {
+    const std::span<float> q{q_.data(), sz(n * H * Dk)};
+    kernels::rms_norm(q, L.q_norm.f32(), c.rms_eps, Dk, q);
+  }
+  if (L.k_norm) {
+    const std::span<float> k{k_.data(), sz(n * Hkv * Dk)};
+    kernels::rms_norm(k, L.k_norm.f32(), c.rms_eps, Dk, k);
+  }
+  for (int64_t t = 0; t < n; ++t) {
+    KvCache& kv = kv_[sz(seq_[sz(t)])];
+    kernels::rope_cache(c.rope, pos_[sz(t)], rope_cache_);
+    kernels::rope_apply(c.rope, rope_cache_, q_.data() + t * H * Dk, H, Dk);
+    kernels::rope_apply(c.rope, rope_cache_, k_.data() + t * Hkv * Dk, Hkv, Dk);
+    kv.store(k_.data() + t * Hkv * Dk, kv.k(il, pos_[sz(t)]), Hkv * Dk);
+    kv.store(v_.data() + t * Hkv * Dv, kv.v(il, pos_[sz(t)]), Hkv * Dv);
+  }
+  attend(il, n, q_.data(), H * Dk, Dk, Dk, Dv, heads_out_.data(), H * Dv, Dv);
+  matmul(L.wo.matrix(), heads_out_.data(), n, attn_out_.data());
+}
+
+void LlamaSession::attention_mla(int64_t il, int64_t n) {
+  const ModelConfig& c = model_.config();
+  const LayerWeights& L = *layer_;
+  const int64_t H = c.n_head, N = c.qk_nope, R = c.qk_rope, Lkv = c.kv_lora_rank, V = c.v_head_dim;
+  const int64_t QH = N + R;  // per-head q: [nope | rope]
+  const int64_t KR = R + Lkv;  // cache row and absorbed q: [rope | latent]
+  if (c.q_lora_rank > 0) {
+    matmul(L.wq_a.matrix(), cur_.data(), n, qa_.data());
+    const std::span<float> qa{qa_.data(), sz(n * c.q_lora_rank)};
+    kernels::rms_norm(qa, L.q_a_norm.f32(), c.rms_eps, c.q_lora_rank, qa);
+    matmul(L.wq_b.matrix(), qa_.data(), n, q_.data());
+  } else {
+    matmul(L.wq.matrix(), cur_.data(), n, q_.data());
+  }
+  matmul(L.wkv_a_mqa.matrix(), cur_.data(), n, kva_.data());
+  for (int64_t t = 0; t < n; ++t) {
+    float* q = q_.data() + t * H * QH;
+    float* kva = kva_.data() + t * KR;  // [latent | rope] as the projection emits it
+    kernels::rope_cache(c.rope, pos_[sz(t)], rope_cache_);
+    kernels::rope_apply(c.rope, rope_cache_, q + N, H, QH);
+    kernels::rope_apply(c.rope, rope_cache_, kva + Lkv, 1, R);
+    const std::span<float> latent{kva, sz(Lkv)};
+    kernels::rms_norm(latent, L.kv_a_norm.f32(), c.rms_eps, Lkv, latent);
+    // Kcur = [k_pe | latent]; Qcur[h] = [q_pe | absorbed q_nope] (filled below)
+    float* row = kqv_.data();  // scratch for one cache row (kqv_ is only filled later)
+    std::memcpy(row, kva + Lkv, sz(R) * 4);
+    std::memcpy(row + R, kva, sz(Lkv) * 4);
+    KvCache& kv = kv_[sz(seq_[sz(t)])];
+    kv.store(row, kv.k(il, pos_[sz(t)]), KR);
+    for (int64_t h = 0; h < H; ++h) std::memcpy(qcur_.data() + (t * H + h) * KR, q + h * QH + N, sz(R) * 4);
+  }
+  // q_nope_absorbed[h] = wk_b[h] q_nope[h]: [qk_nope] -> [kv_lora]
+  for (int64_t h = 0; h < H; ++h) {
+    for (int64_t t = 0; t < n; ++t)
+      std::memcpy(head_in_.data() + t * N, q_.data() + t * H * QH + h * QH, sz(N) * 4);
+    matmul(L.wk_b.slice(h), head_in_.data(), n, head_res_.data(), MatKind::permuted);  // q_nope view
+    for (int64_t t = 0; t < n; ++t)
+      std::memcpy(qcur_.data() + (t * H + h) * KR + R, head_res_.data() + t * Lkv, sz(Lkv) * 4);
+  }
+  attend(il, n, qcur_.data(), H * KR, KR, KR, Lkv, kqv_.data(), H * Lkv, Lkv);
+  // decompress: out[h] = wv_b[h] kqv[h]: [kv_lora] -> [v_head]
+  for (int64_t h = 0; h < H; ++h) {
+    for (int64_t t = 0; t < n; ++t)
+      std::memcpy(head_in_.data() + t * Lkv, kqv_.data() + (t * H + h) * Lkv, sz(Lkv) * 4);
+    matmul(L.wv_b.slice(h), head_in_.data(), n, head_res_.data());
+    for (int64_t t = 0; t < n; ++t)
+      std::memcpy(heads_out_.data() + t * H * V + h * V, head_res_.data() + t * V, sz(V) * 4);
+  }
+  matmul(L.wo.matrix(), heads_out_.data(), n, attn_out_.data());
+}
+
+void LlamaSession::attend(int64_t il, int64_t n, const float* q, int64_t q_stride,
+                     int64_t q_head_stride, int64_t k_len, int64_t v_len, float* out, int64_t out_stride,
+                     int64_t out_head_stride) {
+  const ModelConfig& c = model_.config();
+  const int64_t H = c.n_head;
+  const int64_t group = c.is_mla() ? H : H / c.n_head_kv;
+  const GgmlType kt = kv_[0].type();
+  const GgmlType qt = kernels::vec_dot_type(kt);
+  const size_t es = kv_[0].elem_bytes();
+  const int64_t n_ctx = kv_[0].n_ctx();
+  const bool mla = c.is_mla();
+  const bool f32 = kt == GgmlType::F32;
+  const float kq_scale = c.kq_scale;
+  // The cache is F32 or F16 (KvCache refuses the rest). An F16 cache takes the heads of one KV
+  // head kAttnHeadBlock at a time, so each value row is widened once for all of them (MLA: all
+  // 64 heads share one latent row). Every output element still sums the same products in the
+  // same order over the cells.
+  const int64_t block = !f32 && group % kAttnHeadBlock == 0 ? kAttnHeadBlock : 1;
+  const int64_t n_units = n * (H / block);
+  const int64_t n_slots = n_slots_;
+  const size_t scores_bytes = align_up(sz(n_ctx) * 4);
+  const size_t qact_bytes = align_up(ggml_row_bytes(qt, static_cast<uint64_t>(k_len)));
+  pool_.parallel_for(n_slots, 1, [&](int64_t s0, int64_t s1) {
+    for (int64_t slot = s0; slot < s1; ++slot) {
+      // Slot layout (Sizes::of): kAttnHeadBlock score rows, the F16-rounded softmax,
+      // kAttnHeadBlock quantized q rows, a value column.
+      std::byte* base = slots_.data() + sz(slot) * slot_bytes_;
+      std::byte* p16 = base + kAttnHeadBlock * scores_bytes;
+      std::byte* qact_base = p16 + align_up(sz(n_ctx) * 2);
+      float* vcol = reinterpret_cast<float*>(qact_base + kAttnHeadBlock * qact_bytes);
+      for (int64_t u = slot; u < n_units; u += n_slots) {
+        const int64_t t = u / (H / block), h0 = (u % (H / block)) * block;
+        const int64_t kvh = h0 / group;
+        const int64_t n_vis = pos_[sz(t)] + 1;  // causal
+        // Per sequence, as a single-sequence pass of its tokens would: llama.cpp attends over n_kv
+        // cells, the used cells rounded up to its padding, capped by the cache size; masked cells
+        // weigh exactly 0 but shape the SIMD blocks of softmax and the sums.
+        const size_t s = sz(seq_[sz(t)]);
+        const KvCache& kv = kv_[s];
+        const int64_t used = seq_used_[s];
+        const int64_t n_kv = std::min(n_ctx, std::max(kKvPad, (used + kKvPad - 1) / kKvPad * kKvPad));
+        const bool tiny_blas = seq_count_[s] >= 2 && n_kv % 16 == 0;  // llamafile takes batched kq x V
+        const size_t k_off = mla ? 0 : sz(kvh * k_len) * es;
+        auto v_row = [&](int64_t j) {
+          return mla ? kv.k(il, j) + sz(c.qk_rope) * es : kv.v(il, j) + sz(kvh * v_len) * es;
+        };
+        float* outs[kAttnHeadBlock];
+        for (int64_t b = 0; b < block; ++b) {
+          const int64_t h = h0 + b;
+          float* scores = reinterpret_cast<float*>(base + sz(b) * scores_bytes);
+          std::byte* qact = qact_base + sz(b) * qact_bytes;
+          const float* qv = q + t * q_stride + h * q_head_stride;
+          if (f32) {
+            for (int64_t j = 0; j < n_vis; ++j)
+              scores[j] = kernels::dot_f32_ggml_vec(reinterpret_cast<const float*>(kv.k(il, j) + k_off), qv, k_len);
+          } else {
+            kernels::quantize_row(qt, qv, qact, k_len);
+            for (int64_t j = 0; j < n_vis; ++j) scores[j] = kernels::vec_dot(kt, kv.k(il, j) + k_off, qact, k_len);
+          }
+          std::fill(scores + n_vis, scores + n_kv, -std::numeric_limits<float>::infinity());
+          kernels::softmax({scores, sz(n_kv)}, kq_scale);
+          float* o = out + t * out_stride + h * out_head_stride;
+          outs[b] = o;
+          if (f32) {
+            // ggml: kqv = V^T kq, one dot per value channel over the n_kv cells
+            for (int64_t i = 0; i < v_len; ++i) {
+              for (int64_t j = 0; j < n_kv; ++j)
+                vcol[j] = j < used ? reinterpret_cast<const float*>(v_row(j))[i] : 0.0f;
+              o[i] = tiny_blas ? kernels::dot_f32_tinyblas(vcol, scores, n_kv)
+                               : kernels::dot_f32_ggml_vec(vcol, scores, n_kv);
+            }
+            continue;
+          }
+          // F16 V: ggml rounds kq to F16 first; summed below, with the block's other heads
+          kernels::quantize_row(GgmlType::F16, scores, p16, n_vis);
+          kernels::dequantize_row(GgmlType::F16, p16, scores, n_vis);
+          std::fill(o, o + v_len, 0.0f);
+        }
+        if (f32) continue;
+        const float* weights[kAttnHeadBlock];
+        for (int64_t b = 0; b < block; ++b) weights[b] = reinterpret_cast<const float*>(base + sz(b) * scores_bytes);
+        const size_t v_stride = mla ? kv.k_row_bytes() : kv.v_row_bytes();
+        kernels::add_scaled_f16_rows(v_row(0), v_stride, n_vis, v_len, {weights, sz(block)}, {outs, sz(block)});
+      }
+    }
+  });
+}
+
+}  // namespace sluice::core

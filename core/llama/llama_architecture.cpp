@@ -1,0 +1,75 @@
+#include "core/llama/llama_architecture.h"
+
+#include "core/llama/in_core_experts.h"
+#include "core/llama/session.h"
+
+namespace sluice::core {
+
+namespace {
+
+LoadOptions to_load_options(const ArchLoadOptions& o) {
+  LoadOptions l;
+  l.widen_f16_to_f32 = o.widen_f16_to_f32;
+  l.load_routed_experts = o.load_routed_experts;
+  l.stream_layer_tensors = o.stream_layer_tensors;
+  l.check_tensor = o.check_tensor;
+  return l;
+}
+
+}  // namespace
+
+// The LayerStream side of StreamedLayers (which is the session's LayerSource).
+class LlamaArchModel::Stream final : public LayerStream {
+ public:
+  Stream(const Model& model, const ShardIndex* index) : layers_(model, build_layer_plan(model, index)) {}
+  const cache::ShardLayout& layout() const override { return layers_.plan().layout; }
+  void attach(cache::ShardCache& cache) override { layers_.attach(cache); }
+  void verify(cache::ShardKey key, std::span<const std::byte> slot, uint32_t alignment) const override {
+    verify_unit(layers_.plan(), key, slot, alignment);
+  }
+  StreamedLayers& source() { return layers_; }
+
+ private:
+  StreamedLayers layers_;
+};
+
+uint64_t LlamaArchModel::kv_bytes(const SessionOptions& options) const {
+  return LlamaSession::kv_bytes_for(model_.config(), options);
+}
+
+uint64_t LlamaArchModel::scratch_bytes(const SessionOptions& options, unsigned threads) const {
+  return LlamaSession::scratch_bytes_for(model_, options, threads);
+}
+
+cache::ShardLayout LlamaArchModel::layer_layout() const {
+  if (model_.streamed().empty()) return {};
+  return build_layer_plan(model_).layout;
+}
+
+LayerStream& LlamaArchModel::stream_layers(const ShardIndex* index) {
+  if (!layers_) layers_ = std::make_unique<Stream>(model_, index);
+  return *layers_;
+}
+
+std::unique_ptr<ExpertSource> LlamaArchModel::in_core_experts() const {
+  return std::make_unique<InCoreExpertSource>(model_);
+}
+
+std::unique_ptr<Session> LlamaArchModel::create_session(ExpertSource& experts, kernels::ThreadPool& pool,
+                                                        const SessionOptions& options) {
+  return std::make_unique<LlamaSession>(model_, experts, pool, options, layers_ ? &layers_->source() : nullptr);
+}
+
+LlamaArchModel::LlamaArchModel(Model model) : model_(std::move(model)) {}
+LlamaArchModel::~LlamaArchModel() = default;
+
+std::unique_ptr<ArchModel> LlamaArchitecture::plan(io::Reader& reader, const ArchLoadOptions& options) const {
+  return std::make_unique<LlamaArchModel>(Model::plan(reader, to_load_options(options)));
+}
+
+std::unique_ptr<ArchModel> LlamaArchitecture::load(io::Reader& reader, const ArchLoadOptions& options,
+                                                   std::unique_ptr<ArchModel>) const {
+  return std::make_unique<LlamaArchModel>(Model::load(reader, to_load_options(options)));
+}
+
+}  // namespace sluice::core

@@ -1,0 +1,95 @@
+// Session MoE FFN: routing (llama.cpp's build_moe_ffn) and the routed + shared experts.
+#include <algorithm>
+#include <cstring>
+#include <limits>
+
+#include "core/llama/router.h"
+#include "core/llama/session.h"
+#include "kernels/activations.h"
+#include "kernels/softmax.h"
+#include "kernels/topk.h"
+#include "kernels/vec_ops.h"
+
+namespace sluice::core {
+
+namespace {
+size_t sz(int64_t n) { return static_cast<size_t>(n); }
+}  // namespace
+
+void LlamaSession::route(int64_t il, int64_t n) {
+  const ModelConfig& c = model_.config();
+  const LayerWeights& L = *layer_;
+  const int64_t X = c.n_expert, K = c.n_expert_used, GU = c.n_group_used;
+  const RouterParams params = RouterParams::from_config(c);
+  matmul(L.gate_inp.matrix(), cur_.data(), n, router_logits_.data());
+  const std::span<const float> bias = L.exp_probs_b ? L.exp_probs_b.f32() : std::span<const float>{};
+  for (int64_t t = 0; t < n; ++t) {
+    const std::span<int32_t> ids{route_ids_.data() + t * K, sz(K)};
+    const std::span<float> w{route_w_.data() + t * K, sz(K)};
+    const std::span<int32_t> groups{route_groups_.data() + t * GU, params.n_groups > 1 ? sz(GU) : 0};
+    route_token(params, {router_logits_.data() + t * X, sz(X)}, bias, ids, w, groups, router_scratch_);
+    if (observer_) observer_->on_routing({static_cast<int>(il), pos_[sz(t)], ids, w, groups});
+  }
+}
+
+void LlamaSession::ffn_moe(int64_t il, int64_t n, float* out) {
+  const ModelConfig& c = model_.config();
+  const LayerWeights& L = *layer_;
+  const int64_t X = c.n_expert, K = c.n_expert_used, E = c.n_embd, F = c.n_ff_exp;
+  route(il, n);
+
+  // Distinct experts of the batch, ascending.
+  int64_t n_list = 0;
+  for (int64_t e = 0; e < X; ++e) {
+    bool used = false;
+    for (int64_t i = 0; i < n * K && !used; ++i) used = route_ids_[sz(i)] == e;
+    if (used) expert_list_[sz(n_list++)] = static_cast<int32_t>(e);
+  }
+  const std::span<const int32_t> list{expert_list_.data(), sz(n_list)};
+  experts_.plan(static_cast<int>(il), list);
+  // Demand reads are out; now guess the next layers' experts so their reads overlap this compute.
+  if (predictor_) predictor_->predict(il, {x_.data(), sz(n * E)}, n, experts_, pool_);
+  // The shared expert needs no read: computing it now keeps the CPU busy while the misses land.
+  // Its output is added after the routed sum, as before, so the result does not change.
+  const bool shared = c.n_expert_shared > 0 && L.up_shexp;
+  if (shared) ffn_dense(L.gate_shexp, L.up_shexp, L.down_shexp, n, sh_out_.data());
+  // Experts in the order the source hands them out (resident first, then as reads land). Each
+  // (token, slot) output is kept apart and summed in routing order below, so the order in which
+  // experts run never changes the result.
+  std::copy(list.begin(), list.end(), pending_.begin());
+  for (int64_t left = n_list; left > 0; --left) {
+    {
+      ExpertPin pin(experts_, static_cast<int>(il), std::span<const int32_t>{pending_.data(), sz(left)});
+      const int32_t e = pin.expert();
+      auto at = std::find(pending_.begin(), pending_.begin() + left, e);
+      std::copy(at + 1, pending_.begin() + left, at);  // keep the rest in ascending order
+      int64_t m = 0;
+      for (int64_t i = 0; i < n * K; ++i) {
+        if (route_ids_[sz(i)] != e) continue;
+        gather_[sz(m)] = static_cast<int32_t>(i);
+        std::memcpy(xe_.data() + m * E, cur_.data() + (i / K) * E, sz(E) * 4);
+        ++m;
+      }
+      const ExpertWeights& w = pin.weights();
+      matmul(w.up, xe_.data(), m, ue_.data(), MatKind::vector);
+      matmul(w.gate, xe_.data(), m, ge_.data(), MatKind::vector);
+      const std::span<float> g{ge_.data(), sz(m * F)};
+      kernels::swiglu(g, {ue_.data(), sz(m * F)}, g);
+      matmul(w.down, ge_.data(), m, de_.data(), MatKind::vector);
+      for (int64_t r = 0; r < m; ++r) {
+        const int64_t i = gather_[sz(r)];  // t * K + slot
+        kernels::scale({de_.data() + r * E, sz(E)}, route_w_[sz(i)], {expert_out_.data() + i * E, sz(E)});
+      }
+    }
+  }
+  // Sum in routing order: ((e0 + e1) + e2) + ...
+  for (int64_t t = 0; t < n; ++t) {
+    float* o = out + t * E;
+    std::memcpy(o, expert_out_.data() + t * K * E, sz(E) * 4);
+    for (int64_t k = 1; k < K; ++k)
+      kernels::add({o, sz(E)}, {expert_out_.data() + (t * K + k) * E, sz(E)}, {o, sz(E)});
+  }
+  if (shared) kernels::add({out, sz(n * E)}, {sh_out_.data(), sz(n * E)}, {out, sz(n * E)});
+}
+
+}  // namespace sluice::core
