@@ -87,10 +87,12 @@ struct Order {
 
 std::vector<Order> orders_of(const KernelTable& k, GgmlType type) {
   const size_t ti = size_t(type);
-  std::vector<Order> o = {{"vec_dot", k.vec_dot[ti], k.vec_dot_multi[ti]},
-                          {"repack GEMV", k.vec_dot_repack[ti], k.vec_dot_repack_multi[ti]},
-                          {"repack GEMM", k.vec_dot_repack_gemm[ti], k.vec_dot_repack_gemm_multi[ti]}};
-  o.erase(std::remove_if(o.begin(), o.end(), [](const Order& x) { return x.one == nullptr; }), o.end());
+  const Order all[] = {{"vec_dot", k.vec_dot[ti], k.vec_dot_multi[ti]},
+                       {"repack GEMV", k.vec_dot_repack[ti], k.vec_dot_repack_multi[ti]},
+                       {"repack GEMM", k.vec_dot_repack_gemm[ti], k.vec_dot_repack_gemm_multi[ti]}};
+  std::vector<Order> o;
+  for (const Order& x : all)
+    if (x.one != nullptr) o.push_back(x);
   return o;
 }
 
