@@ -18,6 +18,7 @@
 #include "core/text/tokenizer.h"
 #include "io/pread_reader.h"
 #include "tests/model_reference.h"
+#include "tests/scheduler_support.h"
 #include "tests/serve_process.h"
 
 namespace {
@@ -42,20 +43,6 @@ std::vector<Prompt> prompts() {
   return out;
 }
 
-std::vector<int32_t> generate(core::Scheduler& s, Prompt prompt, int n) {
-  core::GenerationParams p;
-  p.prompt = std::move(prompt);
-  p.max_tokens = n;
-  p.sampling.temperature = 0;
-  p.stop_at_eog = false;
-  auto g = s.submit(std::move(p));
-  REQUIRE(g);
-  std::vector<int32_t> out;
-  while (!g->wait(out, std::chrono::milliseconds(1000))) {
-  }
-  CHECK(g->finish_reason() == core::FinishReason::length);
-  return out;
-}
 
 std::vector<float> rows(std::span<const float> s) { return {s.begin(), s.end()}; }
 

@@ -8,6 +8,7 @@
 #include "app/serve_scheduler.h"
 #include "core/text/tokenizer.h"
 #include "tests/model_reference.h"
+#include "tests/scheduler_support.h"
 
 namespace {
 
@@ -21,20 +22,6 @@ size_t pick(const std::vector<Prompt>& queued, const std::vector<int>& skipped, 
   return core::pick_next(q, skipped, w, max_skips);
 }
 
-std::vector<int32_t> generate(core::Scheduler& s, Prompt prompt, int n) {
-  core::GenerationParams p;
-  p.prompt = std::move(prompt);
-  p.max_tokens = n;
-  p.sampling.temperature = 0;
-  p.stop_at_eog = false;
-  auto g = s.submit(std::move(p));
-  REQUIRE(g);
-  std::vector<int32_t> out;
-  while (!g->wait(out, std::chrono::milliseconds(1000))) {
-  }
-  CHECK(g->finish_reason() == core::FinishReason::length);
-  return out;
-}
 
 }  // namespace
 
