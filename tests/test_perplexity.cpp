@@ -170,14 +170,7 @@ TEST_CASE("sluice perplexity gives llama-perplexity's number on the reference mo
     const double ours = final_ppl(run.out), theirs = r.at("ppl").get<double>();
     const double rel = std::fabs(ours - theirs) / theirs;
     MESSAGE(model << ": sluice " << ours << ", llama-perplexity " << theirs << ", relative " << rel);
-    if (model.find("deepseek2") == std::string::npos) {
-      CHECK(rel <= 1e-4);
-    } else {
-      // deepseek2: the first chunk agrees to the last printed digit, later chunks do not yet
-      // (measured 1.4e-4 .. 3.6e-3; see docs/results.md). Bounded at the measured gap, so a new
-      // divergence still fails.
-      CHECK(rel <= 5e-3);
-    }
+    CHECK(rel <= 1e-4);
   }
 }
 

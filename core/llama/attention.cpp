@@ -52,7 +52,7 @@ void LlamaSession::attention_mla(int64_t il, int64_t n) {
   const LayerWeights& L = *layer_;
   const int64_t H = c.n_head, N = c.qk_nope, R = c.qk_rope, Lkv = c.kv_lora_rank, V = c.v_head_dim;
   const int64_t QH = N + R;  // per-head q: [nope | rope]
-  const int64_t KR = R + Lkv;  // cache row and absorbed q: [rope | latent]
+  const int64_t KR = Lkv + R;  // cache row and absorbed q: [latent | rope], llama.cpp's concat order
   if (c.q_lora_rank > 0) {
     matmul(L.wq_a.matrix(), cur_.data(), n, qa_.data());
     const std::span<float> qa{qa_.data(), sz(n * c.q_lora_rank)};
@@ -70,13 +70,11 @@ void LlamaSession::attention_mla(int64_t il, int64_t n) {
     kernels::rope_apply(c.rope, rope_cache_, kva + Lkv, 1, R);
     const std::span<float> latent{kva, sz(Lkv)};
     kernels::rms_norm(latent, L.kv_a_norm.f32(), c.rms_eps, Lkv, latent);
-    // Kcur = [k_pe | latent]; Qcur[h] = [q_pe | absorbed q_nope] (filled below)
-    float* row = kqv_.data();  // scratch for one cache row (kqv_ is only filled later)
-    std::memcpy(row, kva + Lkv, sz(R) * 4);
-    std::memcpy(row + R, kva, sz(Lkv) * 4);
+    // Kcur = [latent | k_pe], as the projection emits it; Qcur[h] = [absorbed q_nope | q_pe]
+    // (the absorbed part is filled below). The order is the order the score dot sums in.
     KvCache& kv = kv_[sz(seq_[sz(t)])];
-    kv.store(row, kv.k(il, pos_[sz(t)]), KR);
-    for (int64_t h = 0; h < H; ++h) std::memcpy(qcur_.data() + (t * H + h) * KR, q + h * QH + N, sz(R) * 4);
+    kv.store(kva, kv.k(il, pos_[sz(t)]), KR);
+    for (int64_t h = 0; h < H; ++h) std::memcpy(qcur_.data() + (t * H + h) * KR + Lkv, q + h * QH + N, sz(R) * 4);
   }
   // q_nope_absorbed[h] = wk_b[h] q_nope[h]: [qk_nope] -> [kv_lora]
   for (int64_t h = 0; h < H; ++h) {
@@ -84,7 +82,7 @@ void LlamaSession::attention_mla(int64_t il, int64_t n) {
       std::memcpy(head_in_.data() + t * N, q_.data() + t * H * QH + h * QH, sz(N) * 4);
     matmul(L.wk_b.slice(h), head_in_.data(), n, head_res_.data(), MatKind::permuted);  // q_nope view
     for (int64_t t = 0; t < n; ++t)
-      std::memcpy(qcur_.data() + (t * H + h) * KR + R, head_res_.data() + t * Lkv, sz(Lkv) * 4);
+      std::memcpy(qcur_.data() + (t * H + h) * KR, head_res_.data() + t * Lkv, sz(Lkv) * 4);
   }
   attend(il, n, qcur_.data(), H * KR, KR, KR, Lkv, kqv_.data(), H * Lkv, Lkv);
   // decompress: out[h] = wv_b[h] kqv[h]: [kv_lora] -> [v_head]
@@ -142,7 +140,7 @@ void LlamaSession::attend(int64_t il, int64_t n, const float* q, int64_t q_strid
         const bool tiny_blas = seq_count_[s] >= 2 && n_kv % 16 == 0;  // llamafile takes batched kq x V
         const size_t k_off = mla ? 0 : sz(kvh * k_len) * es;
         auto v_row = [&](int64_t j) {
-          return mla ? kv.k(il, j) + sz(c.qk_rope) * es : kv.v(il, j) + sz(kvh * v_len) * es;
+          return mla ? kv.k(il, j) : kv.v(il, j) + sz(kvh * v_len) * es;
         };
         float* outs[kAttnHeadBlock];
         for (int64_t b = 0; b < block; ++b) {

@@ -2,11 +2,12 @@
 //
 // Layout per layer, row-major by position:
 //   K [n_ctx][k_row]   GQA: k_row = n_head_kv * head_dim_k (heads back to back)
-//                      MLA: k_row = qk_rope + kv_lora: [rope part | normalized kv latent], as
-//                           llama.cpp's absorbed MLA stores it (rope first)
+//                      MLA: k_row = kv_lora + qk_rope: [normalized kv latent | rope part], as
+//                           llama.cpp's absorbed MLA concatenates it (latent first); the score dot
+//                           sums in this order, so it decides the logits' last bits
 //   V [n_ctx][v_row]   GQA: v_row = n_head_kv * head_dim_v; MLA: none, the values are the kv
-//                      latent, read from K at offset qk_rope (llama.cpp keeps a second copy;
-//                      the numbers are the same, the memory is not)
+//                      latent, the first kv_lora values of the K row (llama.cpp keeps a second
+//                      copy; the numbers are the same, the memory is not)
 // Values are rounded to the cache type when stored, exactly as ggml's copy into its cache does.
 // Allocated once at construction; nothing is allocated afterwards.
 #pragma once
