@@ -27,9 +27,9 @@ using namespace sluice::test;
 
 namespace {
 
-const GgmlType kNewTypes[] = {GgmlType::IQ1_S,   GgmlType::IQ1_M, GgmlType::IQ2_XXS, GgmlType::IQ2_XS,
-                              GgmlType::IQ2_S,   GgmlType::IQ3_XXS, GgmlType::IQ3_S, GgmlType::IQ4_XS,
-                              GgmlType::TQ1_0,   GgmlType::TQ2_0};
+const GgmlType kNewTypes[] = {GgmlType::IQ1_S, GgmlType::IQ1_M,   GgmlType::IQ2_XXS, GgmlType::IQ2_XS,
+                              GgmlType::IQ2_S, GgmlType::IQ3_XXS, GgmlType::IQ3_S,   GgmlType::IQ4_XS,
+                              GgmlType::TQ1_0, GgmlType::TQ2_0};
 
 // Calls f.template operator()<D>() with the CUDA dequantizer of `type`; false when it has none.
 template <class F>
@@ -95,7 +95,9 @@ std::vector<float> dequantize_and_compare(GgmlType type, const std::byte* data, 
   return values;
 }
 
-bool is_new_type(GgmlType type) { return std::find(std::begin(kNewTypes), std::end(kNewTypes), type) != std::end(kNewTypes); }
+bool is_new_type(GgmlType type) {
+  return std::find(std::begin(kNewTypes), std::end(kNewTypes), type) != std::end(kNewTypes);
+}
 
 // Every new-type tensor of kernels/<stem>.gguf against the CPU layer and ggml's hash; returns
 // the types checked, sorted.
