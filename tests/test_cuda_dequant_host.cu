@@ -1,6 +1,8 @@
 // The CUDA layer's per-type dequantizers (kernels/cuda/dequant_*.cuh) run on the CPU here and
 // must reproduce kernels::dequantize_row bit for bit on random blocks of every weight type: this
 // checks their index math without a GPU. (Compiled by nvcc: the helpers are __host__ __device__.)
+// The i-quants and ternary types have their own suite, on ggml's reference tensors too:
+// tests/test_cuda_iquant_host.cu.
 #include <doctest/doctest.h>
 
 #include <cstring>
