@@ -1,9 +1,10 @@
 // The CUDA layer's per-type dequantizers (kernels/cuda/dequant_*.cuh) run on the CPU here and
 // must reproduce kernels::dequantize_row bit for bit on random blocks of every weight type: this
 // checks their index math without a GPU. (Compiled by nvcc: the helpers are __host__ __device__.)
+// The i-quants and ternary types have their own suite, on ggml's reference tensors too:
+// tests/test_cuda_iquant_host.cu.
 #include <doctest/doctest.h>
 
-#include <algorithm>
 #include <cstring>
 #include <random>
 #include <vector>
@@ -105,16 +106,11 @@ TEST_CASE("cuda dequantizers reproduce the CPU layer bit for bit on random block
 }
 
 TEST_CASE("cuda matvec supports exactly the weight types the CPU layer computes on") {
-  // The i-quants and ternary types have CPU kernels only so far (issue 20's CUDA part is to come):
-  // the GPU tier leaves their tensors on the CPU. Drop this list when the CUDA kernels land.
-  const GgmlType cpu_only[] = {GgmlType::IQ1_S, GgmlType::IQ1_M, GgmlType::IQ2_XXS, GgmlType::IQ2_XS, GgmlType::IQ2_S,
-                               GgmlType::IQ3_XXS, GgmlType::IQ3_S, GgmlType::IQ4_XS, GgmlType::TQ1_0, GgmlType::TQ2_0};
+  // The i-quants and ternary types included (their dequantizers: tests/test_cuda_iquant_host.cu).
   for (uint32_t id = 0; id < 64; ++id) {
     const auto traits = sluice::ggml_type_traits(id);
     if (!traits) continue;
     INFO("type " << traits->name);
-    const bool cpu_only_type = std::find(std::begin(cpu_only), std::end(cpu_only), traits->type) != std::end(cpu_only);
-    CHECK(sluice::kernels::cuda::is_supported(traits->type) ==
-          (sluice::kernels::is_supported(traits->type) && !cpu_only_type));
+    CHECK(sluice::kernels::cuda::is_supported(traits->type) == sluice::kernels::is_supported(traits->type));
   }
 }

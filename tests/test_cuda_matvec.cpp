@@ -15,6 +15,7 @@
 #include "kernels/cuda/ops.h"
 #include "kernels/matvec.h"
 #include "kernels/quant.h"
+#include "kernels/random_blocks.h"
 #include "kernels/thread_pool.h"
 #include "tests/cuda_test_util.h"
 #include "tests/kernels_reference.h"
@@ -28,9 +29,11 @@ namespace {
 constexpr double kTolExact = 1e-10;  // vs dequantize_row + double dot
 constexpr double kTolCpu = 2e-3;     // vs kernels::matvec / matmul (quantized activations)
 
-const GgmlType kTypes[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q4_0,
-                           GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q2_K, GgmlType::Q3_K,
-                           GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::MXFP4, GgmlType::IQ4_NL};
+const GgmlType kTypes[] = {GgmlType::F32,    GgmlType::F16,   GgmlType::BF16,    GgmlType::Q8_0,   GgmlType::Q4_0,
+                           GgmlType::Q4_1,   GgmlType::Q5_0,  GgmlType::Q5_1,    GgmlType::Q2_K,   GgmlType::Q3_K,
+                           GgmlType::Q4_K,   GgmlType::Q5_K,  GgmlType::Q6_K,    GgmlType::MXFP4,  GgmlType::IQ4_NL,
+                           GgmlType::IQ1_S,  GgmlType::IQ1_M, GgmlType::IQ2_XXS, GgmlType::IQ2_XS, GgmlType::IQ2_S,
+                           GgmlType::IQ3_XXS, GgmlType::IQ3_S, GgmlType::IQ4_XS, GgmlType::TQ1_0,  GgmlType::TQ2_0};
 
 struct HostMatrix {
   std::vector<std::byte> bytes;
@@ -38,7 +41,8 @@ struct HostMatrix {
   int64_t n_rows = 0, n_cols = 0;
 };
 
-// Rows quantized by the CPU layer; `pad` extra bytes between rows exercise row_stride.
+// Rows quantized by the CPU layer (random valid blocks for the types without a weight quantizer:
+// the i-quants and ternary types); `pad` extra bytes between rows exercise row_stride.
 HostMatrix random_matrix(GgmlType type, int64_t n_rows, int64_t n_cols, size_t pad, uint32_t seed) {
   HostMatrix m;
   m.n_rows = n_rows;
@@ -47,8 +51,13 @@ HostMatrix random_matrix(GgmlType type, int64_t n_rows, int64_t n_cols, size_t p
   m.row_stride = m.row_bytes + pad;
   m.bytes.assign(m.row_stride * size_t(n_rows), std::byte{0x5a});
   for (int64_t r = 0; r < n_rows; ++r) {
+    std::byte* dst = m.bytes.data() + size_t(r) * m.row_stride;
+    if (!sluice::kernels::has_weight_quantizer(type)) {
+      sluice::kernels::fill_random_blocks(type, n_cols, seed + uint32_t(r), dst);
+      continue;
+    }
     const auto row = random_row(n_cols, seed + uint32_t(r), 0.05f);
-    sluice::kernels::quantize_row(type, row.data(), m.bytes.data() + size_t(r) * m.row_stride, n_cols);
+    sluice::kernels::quantize_row(type, row.data(), dst, n_cols);
   }
   return m;
 }
@@ -151,7 +160,7 @@ TEST_CASE("cuda matvec rejects shapes and layouts it cannot compute, before laun
   expect_invalid({GgmlType::Q8_0, buf.data(), 64, 4, 34}, "row stride 34 bytes is below the row size 68");
   expect_invalid({GgmlType::Q4_0, buf.data() + 1, 32, 4, 18}, "2-byte aligned");
   try {
-    cu::matvec({GgmlType::IQ2_XXS, buf.data(), 256, 1, 66}, f, f + 4096, stream);
+    cu::matvec({GgmlType::I32, buf.data(), 256, 1, 1024}, f, f + 4096, stream);  // no kernel on any layer
     FAIL("accepted");
   } catch (const sluice::Error& e) {
     CHECK(e.code() == sluice::ErrorCode::unsupported);

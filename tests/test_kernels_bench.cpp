@@ -41,7 +41,7 @@ TEST_CASE("the kernel benchmark rejects an unknown or unsupported type with its 
 }
 
 TEST_CASE("cuda bench kernels --gpu prints GB/s against the HBM peak, or says why it cannot") {
-  const auto r = sluice::test::run_sluice(kBench + " --gpu --gpu-mb 8 --iters 3 --types q4_K,f16,mxfp4");
+  const auto r = sluice::test::run_sluice(kBench + " --gpu --gpu-mb 8 --iters 3 --types q4_K,f16,mxfp4,iq2_xxs,tq1_0");
   bool have_gpu = false;
 #if SLUICE_HAVE_CUDA
   have_gpu = sluice::kernels::cuda::probe().has_value();
@@ -59,4 +59,6 @@ TEST_CASE("cuda bench kernels --gpu prints GB/s against the HBM peak, or says wh
   CHECK(r.out.find("%peak") != std::string::npos);
   CHECK(r.out.find("\nq4_K ") != std::string::npos);
   CHECK(r.out.find("\nmxfp4 ") != std::string::npos);
+  CHECK(r.out.find("\niq2_xxs ") != std::string::npos);  // no weight quantizer: random blocks
+  CHECK(r.out.find("\ntq1_0 ") != std::string::npos);
 }

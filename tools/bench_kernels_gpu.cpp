@@ -1,10 +1,11 @@
 // sluice bench kernels --gpu (see bench_kernels_gpu.h).
 //
 // For each type: a matrix of ~target_bytes in VRAM (16 distinct quantized rows repeated, as the
-// CPU benchmark does: contents do not change the speed), a warm-up, then `iterations` matvecs
-// between two CUDA events; GB/s counts weight bytes read. The reference bandwidths are the
-// vendor's peak (memory clock x bus width) and a cudaMemcpy device-to-device copy of the same
-// size timed the same way, counted as read + write bytes.
+// CPU benchmark does: contents do not change the speed; random valid blocks for the types
+// without a weight quantizer), a warm-up, then `iterations` matvecs between two CUDA events;
+// GB/s counts weight bytes read. The reference bandwidths are the vendor's peak (memory clock x
+// bus width) and a cudaMemcpy device-to-device copy of the same size timed the same way, counted
+// as read + write bytes.
 #include "tools/bench_kernels_gpu.h"
 
 #include <algorithm>
@@ -15,6 +16,7 @@
 
 #include "common/error.h"
 #include "kernels/quant.h"
+#include "kernels/random_blocks.h"
 
 #if SLUICE_HAVE_CUDA
 #include "kernels/cuda/ops.h"
@@ -51,8 +53,13 @@ std::vector<std::byte> host_matrix(GgmlType type, int64_t n_cols, size_t target_
   std::vector<float> row(static_cast<size_t>(n_cols));
   constexpr int64_t kDistinct = 16;
   for (int64_t r = 0; r < std::min(kDistinct, *n_rows); ++r) {
+    std::byte* dst = bytes.data() + size_t(r) * row_bytes;
+    if (!kernels::has_weight_quantizer(type)) {  // the i-quants and ternary types: random valid blocks
+      kernels::fill_random_blocks(type, n_cols, uint32_t(r), dst);
+      continue;
+    }
     for (auto& v : row) v = normal(rng);
-    kernels::quantize_row(type, row.data(), bytes.data() + size_t(r) * row_bytes, n_cols);
+    kernels::quantize_row(type, row.data(), dst, n_cols);
   }
   for (int64_t r = kDistinct; r < *n_rows; ++r)
     std::memcpy(bytes.data() + size_t(r) * row_bytes, bytes.data() + size_t(r % kDistinct) * row_bytes, row_bytes);

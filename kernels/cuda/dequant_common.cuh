@@ -1,6 +1,7 @@
 // Scalar helpers shared by the per-type dequantizers (dequant_float.cuh, dequant_legacy.cuh,
-// dequant_kquants.cuh). Everything is __host__ __device__ so tests run the same code on the CPU
-// and compare it bit for bit with the CPU layer (kernels/cpu/blocks.h).
+// dequant_kquants.cuh, dequant_iquants.cuh, dequant_ternary.cuh). Everything is
+// __host__ __device__ so tests run the same code on the CPU and compare it bit for bit with the
+// CPU layer (kernels/cpu/blocks.h).
 //
 // The dequantizer contract, one struct per type:
 //   kQK     values per block            kBytes  bytes per block (ggml's type_size)

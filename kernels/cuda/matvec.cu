@@ -7,8 +7,10 @@
 #include "common/error.h"
 #include "kernels/cuda/check.cuh"
 #include "kernels/cuda/dequant_float.cuh"
+#include "kernels/cuda/dequant_iquants.cuh"
 #include "kernels/cuda/dequant_kquants.cuh"
 #include "kernels/cuda/dequant_legacy.cuh"
+#include "kernels/cuda/dequant_ternary.cuh"
 #include "kernels/cuda/matvec.cuh"
 #include "kernels/cuda/ops.h"
 
@@ -95,6 +97,16 @@ void dispatch(const DeviceMatrix& w, const float* x, int64_t n_tokens, float* y,
     case GgmlType::Q4_K: return launch<dq::Q4_K>(w, x, n_tokens, y, s);
     case GgmlType::Q5_K: return launch<dq::Q5_K>(w, x, n_tokens, y, s);
     case GgmlType::Q6_K: return launch<dq::Q6_K>(w, x, n_tokens, y, s);
+    case GgmlType::IQ1_S: return launch<dq::IQ1_S>(w, x, n_tokens, y, s);
+    case GgmlType::IQ1_M: return launch<dq::IQ1_M>(w, x, n_tokens, y, s);
+    case GgmlType::IQ2_XXS: return launch<dq::IQ2_XXS>(w, x, n_tokens, y, s);
+    case GgmlType::IQ2_XS: return launch<dq::IQ2_XS>(w, x, n_tokens, y, s);
+    case GgmlType::IQ2_S: return launch<dq::IQ2_S>(w, x, n_tokens, y, s);
+    case GgmlType::IQ3_XXS: return launch<dq::IQ3_XXS>(w, x, n_tokens, y, s);
+    case GgmlType::IQ3_S: return launch<dq::IQ3_S>(w, x, n_tokens, y, s);
+    case GgmlType::IQ4_XS: return launch<dq::IQ4_XS>(w, x, n_tokens, y, s);
+    case GgmlType::TQ1_0: return launch<dq::TQ1_0>(w, x, n_tokens, y, s);
+    case GgmlType::TQ2_0: return launch<dq::TQ2_0>(w, x, n_tokens, y, s);
     default:
       throw Error(ErrorCode::unsupported, "type " + type_label(w.type) + " has no CUDA matvec kernel");
   }
@@ -119,6 +131,16 @@ bool is_supported(GgmlType type) {
     case GgmlType::Q4_K:
     case GgmlType::Q5_K:
     case GgmlType::Q6_K:
+    case GgmlType::IQ1_S:
+    case GgmlType::IQ1_M:
+    case GgmlType::IQ2_XXS:
+    case GgmlType::IQ2_XS:
+    case GgmlType::IQ2_S:
+    case GgmlType::IQ3_XXS:
+    case GgmlType::IQ3_S:
+    case GgmlType::IQ4_XS:
+    case GgmlType::TQ1_0:
+    case GgmlType::TQ2_0:
       return true;
     default:
       return false;
