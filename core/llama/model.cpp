@@ -5,16 +5,17 @@
 
 #include "common/error.h"
 #include "common/units.h"
+#include "common/weight_arena.h"
 #include "io/pread_reader.h"
 #include "kernels/quant.h"
 
 namespace sluice::core {
 
-void Model::Free::operator()(std::byte* p) const { std::free(p); }
-
 namespace {
 
 constexpr uint64_t kAlign = 64;
+// The alignment a tensor placed for a direct read keeps: GGUF's default (the kernels load unaligned).
+constexpr uint64_t kTensorAlign = 32;
 
 enum class Conversion { copy, to_f32, kv_b_to_k_b, kv_b_to_v_b };
 
@@ -94,11 +95,7 @@ class ModelLoader {
       if (!f.find_tensor("output.weight")) m.output_ = m.token_embd_;
       return m;
     }
-    void* mem = std::aligned_alloc(kAlign, std::max<uint64_t>(total_, kAlign));
-    if (!mem)
-      throw Error(ErrorCode::budget, "cannot allocate " + human_bytes(total_) + " for the weights of '" +
-                                         f.path() + "'");
-    m.arena_.reset(static_cast<std::byte*>(mem));
+    m.arena_ = allocate_weight_arena(total_, "the weights of '" + f.path() + "'");
     m.arena_bytes_ = total_;
     for (Slot& s : slots_) fill(s, m.arena_.get(), c);
     if (!f.find_tensor("output.weight")) m.output_ = m.token_embd_;
@@ -107,8 +104,10 @@ class ModelLoader {
 
  private:
   void reserve(Slot s) {
-    s.offset = total_;
-    total_ = checked_add(total_, (s.bytes + kAlign - 1) / kAlign * kAlign, "model weight bytes");
+    // A tensor copied as stored is placed so that the O_DIRECT read lands in it (weight_arena.h).
+    s.offset = s.conv == Conversion::copy ? place_for_direct_read(total_, s.src->file_offset, s.bytes, kTensorAlign)
+                                          : total_;
+    total_ = checked_add(s.offset, (s.bytes + kAlign - 1) / kAlign * kAlign, "model weight bytes");
     slots_.push_back(s);
   }
 

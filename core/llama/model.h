@@ -34,6 +34,7 @@
 #include <string>
 #include <vector>
 
+#include "common/weight_arena.h"
 #include "core/gguf/gguf.h"
 #include "core/gguf/tensor.h"
 #include "core/llama/model_config.h"
@@ -94,12 +95,9 @@ class Model {
   const std::vector<StreamedTensor>& streamed() const { return streamed_; }
 
  private:
-  struct Free {
-    void operator()(std::byte* p) const;
-  };
   ModelConfig config_;
   std::unique_ptr<GgufFile> gguf_;
-  std::unique_ptr<std::byte, Free> arena_;
+  WeightArena arena_;
   uint64_t arena_bytes_ = 0;
   Tensor token_embd_, output_norm_, output_;
   std::vector<LayerWeights> layers_;

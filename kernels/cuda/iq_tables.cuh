@@ -17,7 +17,7 @@
 // below checks that rule against every entry of the CPU table at compile time.
 #pragma once
 
-#include <cstddef>  // kernels/cpu/iq_sign_tables.h uses size_t without including it
+#include <cstddef>
 #include <cstdint>
 
 #include "kernels/cpu/iq1_tables.h"
