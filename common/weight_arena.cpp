@@ -23,8 +23,10 @@ uint64_t place_for_direct_read(uint64_t cursor, uint64_t file_offset, uint64_t b
 
 void WeightArenaFree::operator()(std::byte* p) const { std::free(p); }
 
+uint64_t weight_arena_bytes(uint64_t bytes) { return round_up(std::max<uint64_t>(bytes, 1), kDirectReadAlignment); }
+
 WeightArena allocate_weight_arena(uint64_t bytes, const std::string& what) {
-  const uint64_t size = round_up(std::max<uint64_t>(bytes, 1), kDirectReadAlignment);
+  const uint64_t size = weight_arena_bytes(bytes);
   void* mem = std::aligned_alloc(kDirectReadAlignment, size);
   if (!mem) throw Error(ErrorCode::budget, "cannot allocate " + human_bytes(bytes) + " for " + what);
   // Advice only: without THP the arena still works, with 4 KiB pages (and it costs no memory:

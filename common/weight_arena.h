@@ -38,4 +38,7 @@ using WeightArena = std::unique_ptr<std::byte, WeightArenaFree>;
 // allocation fails.
 WeightArena allocate_weight_arena(uint64_t bytes, const std::string& what);
 
+// The bytes allocate_weight_arena(bytes) takes: what a budget must count.
+uint64_t weight_arena_bytes(uint64_t bytes);
+
 }  // namespace sluice

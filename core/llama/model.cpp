@@ -90,13 +90,12 @@ class ModelLoader {
       }
     }
 
-    m.arena_bytes_ = total_;
+    m.arena_bytes_ = weight_arena_bytes(total_);
     if (!read) {
       if (!f.find_tensor("output.weight")) m.output_ = m.token_embd_;
       return m;
     }
     m.arena_ = allocate_weight_arena(total_, "the weights of '" + f.path() + "'");
-    m.arena_bytes_ = total_;
     for (Slot& s : slots_) fill(s, m.arena_.get(), c);
     if (!f.find_tensor("output.weight")) m.output_ = m.token_embd_;
     return m;
