@@ -110,6 +110,9 @@ KimiK3Session::KimiK3Session(const KimiK3Model& model, ExpertSource& experts, ke
     mm = std::max(mm, kernels::matmul_scratch_bytes(GgmlType::F32, t.ne[0], B));
   }
   size(mm_scratch_, static_cast<int64_t>(mm));
+  if (!layers && !model.streamed().empty())
+    throw Error(ErrorCode::invalid_argument, "this kimi-k3 model was loaded with its layers left out to stream; the "
+                                             "session needs their LayerSource (KimiK3ArchModel::stream_layers)");
   if (options.prefetch_depth > 0 && c.n_expert > 0 && !model.streamed().empty())
     throw Error(ErrorCode::invalid_argument, "kimi-k3 prefetch needs every block's router in RAM; this model's layers "
                                              "stream (use prefetch depth 0)");
