@@ -1,6 +1,7 @@
 #include "core/architectures.h"
 
 #include <string>
+#include <string_view>
 
 #include "common/error.h"
 #include "core/kimi_k3/kimi_k3_architecture.h"
@@ -26,12 +27,22 @@ struct LlamaGpu final : ArchitectureGpu {
 };
 const LlamaGpu kLlamaGpu;
 
+// The registry: general.architecture -> Architecture (null: not one sluice computes).
+const Architecture* find_architecture(std::string_view name) {
+  if (name == "llama" || name == "qwen3moe" || name == "deepseek2") return &kLlama;
+  if (name == "kimi-k3") return &kKimiK3;
+  return nullptr;
+}
+
 }  // namespace
+
+bool is_runnable(const GgufFile& file) {
+  return find_architecture(file.architecture()) != nullptr && file.find_tensor("token_embd.weight") != nullptr;
+}
 
 const Architecture& architecture_for(const GgufFile& file) {
   const std::string& name = file.architecture();
-  if (name == "llama" || name == "qwen3moe" || name == "deepseek2") return kLlama;
-  if (name == "kimi-k3") return kKimiK3;
+  if (const Architecture* arch = find_architecture(name)) return *arch;
   throw Error(ErrorCode::unsupported, "architecture '" + name + "' of '" + file.path() +
                                           "' is not supported (supported: llama, qwen3moe, deepseek2, kimi-k3)");
 }

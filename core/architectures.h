@@ -14,6 +14,9 @@ namespace sluice::core {
 
 // Error(unsupported) naming the file's architecture and the supported ones.
 const Architecture& architecture_for(const GgufFile& file);
+// Whether sluice computes this file: a registered architecture, with token embeddings present
+// (a file of another kind, e.g. an importance matrix, only has metadata and tensors to show).
+bool is_runnable(const GgufFile& file);
 
 // What --gpu needs of an architecture; architecture_gpu() is null where --gpu is not supported.
 struct ArchitectureGpu {

@@ -70,7 +70,7 @@ void Engine::open(const EngineOptions& options) {
 
 namespace {
 
-// Everything decided before a byte of weights is read (kimi-k3 excepted: its plan loads).
+// Everything decided before a byte of weights is read.
 // Lambdas in `load` and `in` point into the plan itself, so it never moves.
 struct RunPlan {
   bool stream = false;

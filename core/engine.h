@@ -11,7 +11,7 @@
 //   1. all non-routed weights resident, the requested batch (-b);
 //   2. layer streaming: only the token embeddings, output_norm and tensors converted at load stay
 //      resident; every block's other tensors and the output head stream through a second
-//      ShardCache (core/llama/streamed_layers.h) whose arena holds two units per size class when it
+//      ShardCache (core/layers/streamed_layers.h) whose arena holds two units per size class when it
 //      can (so the next block is read while one computes), else one; the requested batch;
 //   3. the same with a smaller batch (prefill in chunks of fewer tokens, like llama.cpp's
 //      n_ubatch): scratch scales with the batch; a notice says so. Results then equal an in-core
@@ -36,7 +36,7 @@
 // states (core/arch/budget_plan.h). Routed experts of every architecture are shards of the same
 // cache: streamed, cached, prefetched (where the architecture predicts) and checksummed alike.
 // A recurrent state (kimi-k3's KDA) counts against the budget next to the KV cache; an
-// architecture whose layers do not stream (kimi-k3, today) keeps them resident.
+// architecture whose layers do not stream keeps them resident.
 //
 // With `gpu`, the session's weight products are offered to a GpuTier (VRAM, its own budget
 // `gpu_options.vram_bytes`, not counted in budget_bytes; the tier's page-locked host staging is

@@ -177,84 +177,129 @@ TEST_CASE("streamed experts and layers give logits bit-identical to the in-core 
   }
 }
 
-TEST_CASE("kimi-k3 routed experts streamed through the engine's cache give logits bit-identical to the in-core run") {
+namespace {
+
+// The smallest budget at which every block stays resident (at batch 1): all resident weights,
+// one MoE layer's experts, KV, recurrent state and the scratch at batch 1. The minimum before
+// kimi-k3's layers could stream.
+uint64_t all_resident_minimum(Engine& unlimited) {
+  const auto& b = unlimited.budget();
+  const uint64_t scratch =
+      unlimited.model().scratch_bytes({.n_ctx = 64, .n_batch = 1, .kv_type = sluice::GgmlType::F32}, 2);
+  return b.resident_weights + b.kv_cache + b.recurrent_state + scratch + b.expert_min;
+}
+
+}  // namespace
+
+TEST_CASE("kimi-k3 streamed layers and experts give the in-core logits at every budget from the minimum, prefetch depth 0 to 3") {
   for (const auto& model : sluice::test::supported_reference_models()) {
     if (!model.kimi_k3) continue;
     const char* stem = model.stem;
     CAPTURE(stem);
     InCoreReference reference(stem, manifest_tokens(stem));
+    const int64_t full_batch = options_for(stem).session.n_batch;
     sluice::core::BudgetSplit unlimited;
+    uint64_t resident_minimum = 0;
     {
       Engine e(options_for(stem));
       REQUIRE(e.cache() != nullptr);
+      CHECK(e.layer_cache() == nullptr);
       unlimited = e.budget();
+      resident_minimum = all_resident_minimum(e);
       CHECK(unlimited.recurrent_state > 0);
       CHECK(e.session().recurrent_state_bytes() == unlimited.recurrent_state);
       CHECK_FALSE(e.session().can_rewind());  // a recurrent state restarts from 0
     }
     const uint64_t minimum = unlimited.minimum(), unlimited_total = unlimited.total();
     MESSAGE(std::string(stem), ": minimum budget ", minimum, " bytes (", (minimum + (1 << 20) - 1) >> 20,
-            " MiB), resident ", unlimited.resident_weights, ", recurrent state ", unlimited.recurrent_state,
+            " MiB), every block resident from ", resident_minimum, " bytes; resident ", unlimited.resident_weights,
+            ", one MoE layer's experts ", unlimited.expert_min, ", recurrent state ", unlimited.recurrent_state,
             ", unlimited ", unlimited_total, " bytes");
-    CHECK(minimum < unlimited_total);
-    for (auto kind : {sluice::io::IoKind::uring, sluice::io::IoKind::pread}) {
-      for (uint64_t budget : {minimum, minimum + (unlimited_total - minimum) / 3, unlimited_total}) {
-        CAPTURE(budget);
-        CAPTURE(sluice::io::to_string(kind));
-        EngineOptions o = options_for(stem);
-        o.budget_bytes = budget;
-        o.io.kind = kind;
-        Engine e(o);
-        CHECK(e.budget().total() <= budget);
-        if (budget == minimum) CHECK(e.n_batch() < o.session.n_batch);
-        CHECK(e.session().scratch_bytes() ==
-              e.model().scratch_bytes({.n_ctx = 64, .n_batch = e.n_batch(), .kv_type = sluice::GgmlType::F32}, 2));
-        auto logits = teacher_forced_logits(e, manifest_tokens(stem));
-        const auto& ref = reference.at_batch(e.n_batch());
-        REQUIRE(logits.size() == ref.size());
-        CHECK(std::memcmp(logits.data(), ref.data(), logits.size() * sizeof(float)) == 0);
-        auto stats = e.cache()->stats();
-        if (budget == minimum) CHECK(stats.total.evictions > 0);
-        CHECK(stats.total.bytes_read > 0);
+    // The issue's bar: layers stream, so the minimum falls below resident weights plus one layer.
+    CHECK(minimum < resident_minimum);
+    CHECK(minimum < unlimited.resident_weights + unlimited.expert_min);
+
+    // Layers streamed at the full batch: the minimum's resident part, two units of the layer
+    // cache, the unlimited run's scratch.
+    uint64_t layers_full_batch = 0;
+    {
+      EngineOptions o = options_for(stem);
+      o.budget_bytes = minimum;
+      Engine e(o);
+      REQUIRE(e.layer_cache() != nullptr);
+      const auto& b = e.budget();
+      layers_full_batch = b.resident_weights + 2 * b.layer_arena + b.kv_cache + b.recurrent_state +
+                          unlimited.scratch + b.expert_min;
+    }
+
+    for (int depth : {0, 1, 2, 3}) {
+      for (auto kind : {sluice::io::IoKind::uring, sluice::io::IoKind::pread}) {
+        if (kind == sluice::io::IoKind::pread && depth > 0) continue;  // the reader is not the point there
+        // Every block resident at the full batch, the predictor's scratch included (and the
+        // reader's slot alignment): below it the planner streams layers rather than lower the batch.
+        uint64_t resident_full_batch = 0, unlimited_at_depth = 0;
+        {
+          EngineOptions o = options_for(stem);
+          o.session.prefetch_depth = depth;
+          o.io.kind = kind;
+          Engine e(o);
+          const auto& b = e.budget();
+          resident_full_batch = b.total() - b.expert_arena + b.expert_min;
+          unlimited_at_depth = b.total();
+        }
+        const std::vector<uint64_t> budgets{minimum,
+                                            minimum + (layers_full_batch - minimum) / 2,
+                                            layers_full_batch,
+                                            resident_full_batch - 1,
+                                            resident_full_batch,
+                                            resident_full_batch + (unlimited_at_depth - resident_full_batch) / 2,
+                                            unlimited_at_depth};
+        for (uint64_t budget : budgets) {
+          CAPTURE(depth);
+          CAPTURE(budget);
+          CAPTURE(sluice::io::to_string(kind));
+          EngineOptions o = options_for(stem);
+          o.budget_bytes = budget;
+          o.io.kind = kind;
+          o.session.prefetch_depth = depth;
+          Engine e(o);
+          CHECK(e.budget().total() <= budget);
+          const bool layers_stream = e.layer_cache() != nullptr;
+          CHECK(layers_stream == (budget < resident_full_batch));
+          // The predictor reads later blocks' routers, which are in RAM only when no block streams.
+          CHECK(e.session().prefetch_depth() == (layers_stream ? 0 : depth));
+          if (budget == minimum) CHECK(e.n_batch() < full_batch);
+          if (budget >= layers_full_batch) CHECK(e.n_batch() == full_batch);
+          CHECK(e.session().scratch_bytes() ==
+                e.model().scratch_bytes({.n_ctx = 64, .n_batch = e.n_batch(), .kv_type = sluice::GgmlType::F32,
+                                         .prefetch_depth = e.session().prefetch_depth()},
+                                        2));
+          auto logits = teacher_forced_logits(e, manifest_tokens(stem));
+          const auto& ref = reference.at_batch(e.n_batch());
+          REQUIRE(logits.size() == ref.size());
+          CHECK(std::memcmp(logits.data(), ref.data(), logits.size() * sizeof(float)) == 0);
+          const auto stats = e.cache()->stats();
+          CHECK(stats.total.bytes_read > 0);
+          if (budget == minimum) {
+            CHECK(stats.total.evictions > 0);
+            CHECK(e.layer_cache()->stats().total.evictions > 0);
+          }
+          if (budget == layers_full_batch) {
+            // Two slots: the next block is read while one computes.
+            const auto l = e.layer_cache()->stats().total;
+            CHECK(l.prefetches > 0);
+            CHECK(l.hits > l.misses);
+          }
+          if (!layers_stream && depth > 0) {
+            REQUIRE(e.prefetcher() != nullptr);
+            CHECK(e.prefetcher()->stats().total.steps > 0);  // predictions were made and scored
+          }
+        }
       }
     }
     EngineOptions o = options_for(stem);
     o.budget_bytes = minimum - 1;
     CHECK_THROWS_WITH_AS(Engine{o}, doctest::Contains("below the minimum"), sluice::Error);
-  }
-}
-
-TEST_CASE("kimi-k3 with router-guided prefetch at depths 1 to 3 gives the in-core logits out of core and predicts") {
-  for (const auto& model : sluice::test::supported_reference_models()) {
-    if (!model.kimi_k3) continue;
-    const char* stem = model.stem;
-    CAPTURE(stem);
-    InCoreReference reference(stem, manifest_tokens(stem));
-    for (int depth : {1, 2, 3}) {
-      CAPTURE(depth);
-      EngineOptions base = options_for(stem);
-      base.session.prefetch_depth = depth;
-      uint64_t minimum = 0, unlimited = 0;
-      {
-        Engine e(base);
-        minimum = e.budget().minimum();
-        unlimited = e.budget().total();
-      }
-      for (uint64_t budget : {minimum, minimum + (unlimited - minimum) / 3, unlimited}) {
-        CAPTURE(budget);
-        EngineOptions o = base;
-        o.budget_bytes = budget;
-        Engine e(o);
-        CHECK(e.session().prefetch_depth() == depth);
-        CHECK(e.budget().total() <= budget);
-        auto logits = teacher_forced_logits(e, manifest_tokens(stem));
-        const auto& ref = reference.at_batch(e.n_batch());
-        REQUIRE(logits.size() == ref.size());
-        CHECK(std::memcmp(logits.data(), ref.data(), logits.size() * sizeof(float)) == 0);
-        REQUIRE(e.prefetcher() != nullptr);
-        CHECK(e.prefetcher()->stats().total.steps > 0);  // predictions were made and scored
-      }
-    }
   }
 }
 

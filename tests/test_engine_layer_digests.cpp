@@ -39,47 +39,51 @@ EngineOptions at_minimum(const fs::path& model) {
 }  // namespace
 
 TEST_CASE("a streamed layer whose bytes changed after indexing is rejected on landing, naming the tensor") {
-  auto dir = sluice::test::temp_dir("layer-digests");
-  const fs::path model = dir / "deepseek2-q4_k_m.gguf";
-  fs::copy_file(sluice::test::reference_dir() / "tiny/deepseek2/deepseek2-q4_k_m.gguf", model);
-  fs::permissions(model, fs::perms::owner_read | fs::perms::owner_write);
-  uint64_t offset = 0;
-  {
-    sluice::io::PreadReader reader(model.string());
-    sluice::core::GgufFile file = sluice::core::GgufFile::parse(reader);
-    sluice::core::ShardIndex::build(file, reader).save(model);
-    offset = file.tensor("blk.1.attn_output.weight").file_offset + 7;
-  }
-  const int32_t token = 100;
-  // The minimum is measured on the intact file: a plain (in-core) open of the corrupted one
-  // would refuse the tensor while loading it, before anything streams.
-  const EngineOptions minimum = at_minimum(model);
-  {
+  // The llama family and kimi-k3 stream their blocks through the same stream (core/layers).
+  for (const char* stem : {"tiny/deepseek2/deepseek2-q4_k_m", "kimi-k3/kimi-k3-q4_k_m"}) {
+    CAPTURE(stem);
+    auto dir = sluice::test::temp_dir("layer-digests");
+    const fs::path model = dir / fs::path(stem).filename().replace_extension(".gguf");
+    fs::copy_file(sluice::test::reference_dir() / (std::string(stem) + ".gguf"), model);
+    fs::permissions(model, fs::perms::owner_read | fs::perms::owner_write);
+    uint64_t offset = 0;
+    {
+      sluice::io::PreadReader reader(model.string());
+      sluice::core::GgufFile file = sluice::core::GgufFile::parse(reader);
+      sluice::core::ShardIndex::build(file, reader).save(model);
+      offset = file.tensor("blk.1.attn_output.weight").file_offset + 7;
+    }
+    const int32_t token = 100;
+    // The minimum is measured on the intact file: a plain (in-core) open of the corrupted one
+    // would refuse the tensor while loading it, before anything streams.
+    const EngineOptions minimum = at_minimum(model);
+    {
+      Engine e(minimum);
+      REQUIRE(e.layer_cache() != nullptr);
+      CHECK(e.verifying());
+      CHECK_NOTHROW(e.forward({&token, 1}, 0));
+    }
+    // Change one byte of a streamed tensor and put the mtime back, so the index still claims to
+    // describe the file: only the digest can tell.
+    struct stat st {};
+    REQUIRE(::stat(model.c_str(), &st) == 0);
+    {
+      std::fstream f(model, std::ios::in | std::ios::out | std::ios::binary);
+      f.seekg(static_cast<std::streamoff>(offset));
+      const char old = static_cast<char>(f.get());
+      f.seekp(static_cast<std::streamoff>(offset));
+      f.put(static_cast<char>(old ^ 0x20));
+    }
+    const struct timespec times[2] = {st.st_atim, st.st_mtim};
+    REQUIRE(::utimensat(AT_FDCWD, model.c_str(), times, 0) == 0);
     Engine e(minimum);
-    REQUIRE(e.layer_cache() != nullptr);
-    CHECK(e.verifying());
-    CHECK_NOTHROW(e.forward({&token, 1}, 0));
-  }
-  // Change one byte of a streamed tensor and put the mtime back, so the index still claims to
-  // describe the file: only the digest can tell.
-  struct stat st {};
-  REQUIRE(::stat(model.c_str(), &st) == 0);
-  {
-    std::fstream f(model, std::ios::in | std::ios::out | std::ios::binary);
-    f.seekg(static_cast<std::streamoff>(offset));
-    const char old = static_cast<char>(f.get());
-    f.seekp(static_cast<std::streamoff>(offset));
-    f.put(static_cast<char>(old ^ 0x20));
-  }
-  const struct timespec times[2] = {st.st_atim, st.st_mtim};
-  REQUIRE(::utimensat(AT_FDCWD, model.c_str(), times, 0) == 0);
-  Engine e(minimum);
-  REQUIRE(e.verifying());
-  try {
-    e.forward({&token, 1}, 0);
-    FAIL("a corrupted layer was used");
-  } catch (const sluice::Error& err) {
-    CHECK(err.code() == sluice::ErrorCode::corrupt_data);
-    CHECK(std::string(err.what()).find("blk.1.attn_output.weight") != std::string::npos);
+    REQUIRE(e.verifying());
+    try {
+      e.forward({&token, 1}, 0);
+      FAIL("a corrupted layer was used");
+    } catch (const sluice::Error& err) {
+      CHECK(err.code() == sluice::ErrorCode::corrupt_data);
+      CHECK(std::string(err.what()).find("blk.1.attn_output.weight") != std::string::npos);
+    }
   }
 }

@@ -104,6 +104,8 @@ TEST_CASE("kimi-k3 latent projections and routers are resident and only expert t
     }
   }
   CHECK(j["bytes_by_class"]["MoE latent projections"].get<uint64_t>() > 0);
+  // Runnable is the registry's word (core/architectures.h), not a list of names of its own.
+  CHECK(j["runnable"] == true);
 }
 
 TEST_CASE("inspect --tensors lists name, ggml type spelling, ggml-order shape, relative offset and bytes") {

@@ -304,3 +304,31 @@ TEST_CASE("kimi-k3 prompt split over several forward calls gives the same logits
   MESSAGE("kimi-k3 f32, prompt in chunks of 10: max|dlogit| " << max_diff);
   CHECK(max_diff == 0);  // measured 0: the chunks sum in the same orders as one batch here
 }
+
+TEST_CASE("a kimi-k3 model loaded to stream its layers plans what it loads and refuses a session without its stream") {
+  const fs::path gguf = k3_dir() / "kimi-k3-q8_0.gguf";
+  REQUIRE_MESSAGE(fs::exists(gguf), "reference model missing: " << gguf);
+  const core::KimiK3LoadOptions lean_options{.load_routed_experts = false, .stream_layer_tensors = true};
+  io::PreadReader reader(gguf.string());
+  auto planned = core::KimiK3Model::plan(reader, lean_options);
+  auto lean = core::KimiK3Model::load(gguf.string(), lean_options);
+  auto full = core::KimiK3Model::load(gguf.string(), {.load_routed_experts = false});
+  // plan() reads nothing and sizes exactly what load() keeps; streamed tensors keep their shapes.
+  CHECK(planned->weight_bytes() == lean->weight_bytes());
+  CHECK(planned->streamed().size() == lean->streamed().size());
+  CHECK_FALSE(planned->token_embd());
+  CHECK(lean->weight_bytes() < full->weight_bytes() / 2);
+  REQUIRE_FALSE(lean->streamed().empty());
+  for (const auto& t : lean->streamed()) {
+    CAPTURE(t.info->name);
+    const core::Tensor& view = t.member ? lean->layer(t.block).*t.member : lean->output();
+    CHECK_FALSE(view);  // left out: a LayerSource supplies it
+    CHECK(view.ne == t.info->ne);
+    CHECK(t.info->name.find("_exps.") == std::string::npos);
+  }
+  CHECK(lean->token_embd());
+  kernels::ThreadPool pool(1);
+  FileExperts experts(gguf.string(), *lean);
+  CHECK_THROWS_WITH_AS(core::KimiK3Session(*lean, experts, pool, {.n_ctx = 64, .n_batch = 4}),
+                       doctest::Contains("needs their LayerSource"), Error);
+}

@@ -18,7 +18,8 @@ namespace fs = std::filesystem;
 // Which units each unit may include (its own files always). A unit is a top-level folder, or a
 // folder of core/ ("core/gguf"); core/'s own files (the Engine, the architecture registry) are
 // the unit "core", above every core folder. Inside core: gguf < text, compute < experts < arch
-// (the Architecture seam) < llama, kimi_k3 (peers) < gpu < core.
+// (the Architecture seam) < layers (block streaming, any architecture) < llama, kimi_k3 (peers)
+// < gpu < core.
 const std::map<std::string, std::set<std::string>>& allowed() {
   static const std::map<std::string, std::set<std::string>> table = [] {
     const std::set<std::string> base{"common", "io", "cache", "kernels"};
@@ -28,7 +29,7 @@ const std::map<std::string, std::set<std::string>>& allowed() {
       return s;
     };
     std::set<std::string> all_core = with({"core", "core/gguf", "core/text", "core/compute", "core/experts",
-                                           "core/arch", "core/llama", "core/kimi_k3", "core/gpu"});
+                                           "core/arch", "core/layers", "core/llama", "core/kimi_k3", "core/gpu"});
     std::set<std::string> tools = all_core;
     tools.insert({"app", "synth"});
     return std::map<std::string, std::set<std::string>>{
@@ -41,9 +42,11 @@ const std::map<std::string, std::set<std::string>>& allowed() {
         {"core/compute", with({"core/gguf"})},
         {"core/experts", with({"core/gguf", "core/compute"})},
         {"core/arch", with({"core/gguf", "core/compute", "core/experts"})},
-        {"core/llama", with({"core/gguf", "core/compute", "core/experts", "core/arch"})},
-        {"core/kimi_k3", with({"core/gguf", "core/compute", "core/experts", "core/arch"})},
-        {"core/gpu", with({"core/gguf", "core/compute", "core/experts", "core/arch", "core/llama", "core/kimi_k3"})},
+        {"core/layers", with({"core/gguf", "core/compute", "core/experts", "core/arch"})},
+        {"core/llama", with({"core/gguf", "core/compute", "core/experts", "core/arch", "core/layers"})},
+        {"core/kimi_k3", with({"core/gguf", "core/compute", "core/experts", "core/arch", "core/layers"})},
+        {"core/gpu", with({"core/gguf", "core/compute", "core/experts", "core/arch", "core/layers", "core/llama",
+                           "core/kimi_k3"})},
         {"core", all_core},
         {"app", all_core},
         {"synth", all_core},

@@ -367,46 +367,49 @@ TEST_CASE("logits are bit-identical with prefetch depth 0 to 3 at small budgets 
 }
 
 TEST_CASE("a prompt batch reads each next MoE layer's likeliest experts ahead where layers stream, and its logits do not change") {
-  const std::string stem = "tiny/deepseek2/deepseek2-q4_k_m";
-  const auto prompt = tokens_of(stem, "prompt_tokens");
-  REQUIRE(static_cast<int64_t>(prompt.size()) >= sluice::core::ExpertPredictor::kMinAheadRows);
-  auto run = [&](int depth, uint64_t budget) {
-    auto o = engine_options(stem);
-    o.session.prefetch_depth = depth;
-    o.budget_bytes = budget;
-    sluice::core::Engine e(o);
-    REQUIRE(e.n_batch() >= static_cast<int64_t>(prompt.size()));
-    auto rows = e.forward(prompt, 0);
-    struct Out {
-      std::vector<float> logits;
-      PredictionCounters ahead;
-      CacheCounters cache;
+  // The llama family's predictor and kimi-k3's share the read-ahead (core/experts/read_ahead.h).
+  for (const std::string stem : {"tiny/deepseek2/deepseek2-q4_k_m", "kimi-k3/kimi-k3-q4_k_m"}) {
+    CAPTURE(stem);
+    const auto prompt = tokens_of(stem, "prompt_tokens");
+    REQUIRE(static_cast<int64_t>(prompt.size()) >= sluice::core::ExpertPredictor::kMinAheadRows);
+    auto run = [&](int depth, uint64_t budget) {
+      auto o = engine_options(stem);
+      o.session.prefetch_depth = depth;
+      o.budget_bytes = budget;
+      sluice::core::Engine e(o);
+      REQUIRE(e.n_batch() >= static_cast<int64_t>(prompt.size()));
+      auto rows = e.forward(prompt, 0);
+      struct Out {
+        std::vector<float> logits;
+        PredictionCounters ahead;
+        CacheCounters cache;
+      };
+      return Out{{rows.begin(), rows.end()}, e.prefetcher()->stats().total, e.cache()->stats().total};
     };
-    return Out{{rows.begin(), rows.end()}, e.prefetcher()->stats().total, e.cache()->stats().total};
-  };
-  uint64_t budget = 0, unlimited = 0;
-  {
-    auto o = engine_options(stem);
-    o.session.prefetch_depth = 2;
-    sluice::core::Engine e(o);
-    // A quarter of the experts: the prompt routes to more than that in every layer.
-    unlimited = e.budget().total();
-    budget = unlimited - e.budget().expert_arena + e.budget().expert_arena / 4;
+    uint64_t budget = 0, unlimited = 0;
+    {
+      auto o = engine_options(stem);
+      o.session.prefetch_depth = 2;
+      sluice::core::Engine e(o);
+      // A quarter of the experts: the prompt routes to more than that in every layer.
+      unlimited = e.budget().total();
+      budget = unlimited - e.budget().expert_arena + e.budget().expert_arena / 4;
+    }
+    // Where every expert fits, no layer streams and nothing is read ahead.
+    CHECK(run(2, unlimited).ahead.ahead_issued == 0);
+    const auto off = run(0, budget), on = run(2, budget);
+    REQUIRE(on.logits.size() == off.logits.size());
+    CHECK(std::memcmp(on.logits.data(), off.logits.data(), on.logits.size() * sizeof(float)) == 0);
+    CHECK(off.cache.prefetches == 0);
+    CAPTURE(on.ahead.ahead_issued);
+    CAPTURE(on.ahead.ahead_wasted);
+    CAPTURE(on.cache.prefetch_hits);
+    CHECK(on.ahead.ahead_issued > 0);
+    CHECK(on.ahead.ahead_wasted < on.ahead.ahead_issued);
+    CHECK(on.cache.prefetch_hits > 0);                  // the next layer found them
+    CHECK(on.cache.misses < off.cache.misses);          // and read that many fewer on demand
+    CHECK(on.ahead.steps == 0);                         // no per-token prediction for a batch
   }
-  // Where every expert fits, no layer streams and nothing is read ahead.
-  CHECK(run(2, unlimited).ahead.ahead_issued == 0);
-  const auto off = run(0, budget), on = run(2, budget);
-  REQUIRE(on.logits.size() == off.logits.size());
-  CHECK(std::memcmp(on.logits.data(), off.logits.data(), on.logits.size() * sizeof(float)) == 0);
-  CHECK(off.cache.prefetches == 0);
-  CAPTURE(on.ahead.ahead_issued);
-  CAPTURE(on.ahead.ahead_wasted);
-  CAPTURE(on.cache.prefetch_hits);
-  CHECK(on.ahead.ahead_issued > 0);
-  CHECK(on.ahead.ahead_wasted < on.ahead.ahead_issued);
-  CHECK(on.cache.prefetch_hits > 0);                  // the next layer found them
-  CHECK(on.cache.misses < off.cache.misses);          // and read that many fewer on demand
-  CHECK(on.ahead.steps == 0);                         // no per-token prediction for a batch
 }
 
 TEST_CASE("sluice bench --json reports the prefetch figures, and a negative depth is refused") {

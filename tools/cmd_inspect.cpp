@@ -7,6 +7,7 @@
 
 #include "common/error.h"
 #include "common/units.h"
+#include "core/architectures.h"
 #include "core/gguf/gguf.h"
 #include "core/gguf/model_summary.h"
 #include "io/pread_reader.h"
@@ -81,6 +82,7 @@ int cmd_inspect(int argc, char** argv) {
   io::PreadReader reader(path);
   core::GgufFile file = core::GgufFile::parse(reader);
   core::ModelSummary s = core::summarize(file);
+  const bool runnable = core::is_runnable(file);
   const double hit_rates[] = {0.0, 0.5, 0.9};
 
   if (args.count("json")) {
@@ -88,7 +90,7 @@ int cmd_inspect(int argc, char** argv) {
     j["path"] = path;
     j["gguf_version"] = file.version();
     j["architecture"] = s.architecture;
-    j["runnable"] = s.runnable;
+    j["runnable"] = runnable;
     j["file_bytes"] = s.file_bytes;
     j["data_offset"] = s.data_offset;
     j["alignment"] = file.alignment();
@@ -149,7 +151,7 @@ int cmd_inspect(int argc, char** argv) {
     }
   }
   std::printf("architecture:  %s%s\n", s.architecture.empty() ? "(none)" : s.architecture.c_str(),
-              s.runnable ? "" : "  -- not a model sluice runs (metadata and tensors only)");
+              runnable ? "" : "  -- not a model sluice runs (metadata and tensors only)");
   std::printf("tensors:       %llu, data at offset %llu (alignment %u)\n",
               static_cast<unsigned long long>(s.tensor_count), static_cast<unsigned long long>(s.data_offset),
               file.alignment());

@@ -3,14 +3,14 @@
 // An architecture (llama-family in core/llama, kimi-k3 in core/kimi_k3) is registered by its GGUF
 // `general.architecture` names in core/architectures.cpp, the only place outside the
 // architecture's own folder that tests a name. It offers:
-//   plan(reader, options)   the file parsed and checked, every size known, no weight read where
-//                           the architecture can (kimi-k3 reads its resident weights: a known limit);
+//   plan(reader, options)   the file parsed and checked, every size known, no weight read;
 //   load(reader, options)   the weights in RAM (routed experts and streamed layers left out as
 //                           the options say); it may take over the planned model;
 // and the model (ArchModel) states its sizes for given session options (the budget planner,
 // core/arch/budget_plan.h, decides from them alone) and makes its Session (core/arch/session.h),
 // which takes routed experts from an ExpertSource and, when the model was loaded with
-// stream_layer_tensors, its blocks from the model's own LayerStream.
+// stream_layer_tensors, its blocks from the model's own LayerStream (one mechanism for every
+// architecture: core/layers/streamed_layers.h).
 //
 // Sizes an ArchModel states (bytes):
 //   weight_bytes()                 tensors load() keeps in RAM (a planned model: what it would)

@@ -66,17 +66,12 @@ TensorClass classify_tensor(std::string_view name) {
   return TensorClass::other;
 }
 
-bool is_runnable_architecture(std::string_view arch) {
-  return arch == "deepseek2" || arch == "qwen3moe" || arch == "llama";
-}
-
 ModelSummary summarize(const GgufFile& file) {
   ModelSummary s;
   s.architecture = file.architecture();
   s.file_bytes = file.file_size();
   s.data_offset = file.data_offset();
   s.tensor_count = file.tensors().size();
-  s.runnable = is_runnable_architecture(s.architecture) && file.find_tensor("token_embd.weight") != nullptr;
 
   std::vector<LayerShard> layers;
   for (const GgufTensorInfo& t : file.tensors()) {

@@ -41,7 +41,6 @@ struct LayerShard {
 
 struct ModelSummary {
   std::string architecture;
-  bool runnable = false;       // an architecture sluice computes, with weights present
   uint64_t file_bytes = 0;
   uint64_t data_offset = 0;
   uint64_t tensor_count = 0;
@@ -54,9 +53,6 @@ struct ModelSummary {
   uint32_t n_expert_used = 0;
   uint64_t routed_bytes_per_token = 0;  // n_expert_used x sum over MoE layers of shard bytes
 };
-
-// Architectures sluice's forward pass implements.
-bool is_runnable_architecture(std::string_view arch);
 
 ModelSummary summarize(const GgufFile& file);
 

@@ -16,6 +16,12 @@ KimiK3SessionOptions k3_options(const SessionOptions& o) {
 
 int64_t n_ctx_of(const KimiK3Config& c, int64_t n_ctx) { return n_ctx > 0 ? n_ctx : std::min<int64_t>(c.n_ctx_train, 4096); }
 
+KimiK3LoadOptions to_load_options(const ArchLoadOptions& o) {
+  return {.widen_f16_to_f32 = o.widen_f16_to_f32,
+          .load_routed_experts = o.load_routed_experts,
+          .stream_layer_tensors = o.stream_layer_tensors};
+}
+
 uint64_t n_seq_of(const SessionOptions& o) { return static_cast<uint64_t>(std::max<int64_t>(o.n_seq, 1)); }
 
 }  // namespace
@@ -33,8 +39,15 @@ uint64_t KimiK3ArchModel::scratch_bytes(const SessionOptions& o, unsigned thread
   return KimiK3Session::scratch_bytes_for(*model_, k3_options(o), threads);
 }
 
-LayerStream& KimiK3ArchModel::stream_layers(const ShardIndex*) {
-  throw Error(ErrorCode::unsupported, "kimi-k3's non-routed layers do not stream yet");
+cache::ShardLayout KimiK3ArchModel::layer_layout() const {
+  if (model_->streamed().empty()) return {};
+  return build_layer_plan(std::span<const StreamedTensorOf<KimiK3Layer>>(model_->streamed())).layout;
+}
+
+LayerStream& KimiK3ArchModel::stream_layers(const ShardIndex* index) {
+  if (!layers_)
+    layers_ = std::make_unique<StreamedLayers<KimiK3Layer>>(model_->layers(), model_->output(), model_->streamed(), index);
+  return layers_->stream();
 }
 
 std::unique_ptr<ExpertSource> KimiK3ArchModel::in_core_experts() const {
@@ -43,18 +56,16 @@ std::unique_ptr<ExpertSource> KimiK3ArchModel::in_core_experts() const {
 
 std::unique_ptr<Session> KimiK3ArchModel::create_session(ExpertSource& experts, kernels::ThreadPool& pool,
                                                          const SessionOptions& options) {
-  return std::make_unique<KimiK3Session>(*model_, experts, pool, k3_options(options));
+  return std::make_unique<KimiK3Session>(*model_, experts, pool, k3_options(options), layers_.get());
 }
 
 std::unique_ptr<ArchModel> KimiK3Architecture::plan(io::Reader& reader, const ArchLoadOptions& options) const {
-  return std::make_unique<KimiK3ArchModel>(KimiK3Model::load(
-      reader, {.widen_f16_to_f32 = options.widen_f16_to_f32, .load_routed_experts = options.load_routed_experts}));
+  return std::make_unique<KimiK3ArchModel>(KimiK3Model::plan(reader, to_load_options(options)));
 }
 
 std::unique_ptr<ArchModel> KimiK3Architecture::load(io::Reader& reader, const ArchLoadOptions& options,
-                                                    std::unique_ptr<ArchModel> planned) const {
-  if (planned) return planned;  // plan() loaded it already, with these options
-  return plan(reader, options);
+                                                    std::unique_ptr<ArchModel>) const {
+  return std::make_unique<KimiK3ArchModel>(KimiK3Model::load(reader, to_load_options(options)));
 }
 
 }  // namespace sluice::core

@@ -1,13 +1,14 @@
 // kimi-k3 behind the Architecture seam (core/arch/architecture.h): KimiK3Model + KimiK3Session.
-// Its non-routed layers stay resident (layer_layout() is empty), its sessions predict experts
-// (core/kimi_k3/kimi_k3_predictor.h), and plan() reads the resident weights (load() then takes
-// the planned model over).
+// Its non-routed layers stream below the resident size through the shared block stream
+// (core/layers/streamed_layers.h), its sessions predict experts (core/kimi_k3/kimi_k3_predictor.h)
+// while every block is resident, and plan() reads no weight (KimiK3Model::plan).
 #pragma once
 
 #include <memory>
 
 #include "core/arch/architecture.h"
 #include "core/kimi_k3/kimi_k3_model.h"
+#include "core/layers/streamed_layers.h"
 
 namespace sluice::core {
 
@@ -25,7 +26,7 @@ class KimiK3ArchModel final : public ArchModel {
   uint64_t recurrent_bytes(const SessionOptions& options) const override;
   uint64_t scratch_bytes(const SessionOptions& options, unsigned threads) const override;
   bool predicts_experts() const override { return true; }
-  cache::ShardLayout layer_layout() const override { return {}; }
+  cache::ShardLayout layer_layout() const override;
   LayerStream& stream_layers(const ShardIndex* index) override;
   std::unique_ptr<ExpertSource> in_core_experts() const override;
   std::unique_ptr<Session> create_session(ExpertSource& experts, kernels::ThreadPool& pool,
@@ -33,6 +34,7 @@ class KimiK3ArchModel final : public ArchModel {
 
  private:
   std::unique_ptr<KimiK3Model> model_;
+  std::unique_ptr<StreamedLayers<KimiK3Layer>> layers_;  // null: every block resident
 };
 
 class KimiK3Architecture final : public Architecture {
@@ -42,7 +44,7 @@ class KimiK3Architecture final : public Architecture {
   std::unique_ptr<ArchModel> load(io::Reader& reader, const ArchLoadOptions& options,
                                   std::unique_ptr<ArchModel> planned) const override;
   bool checks_resident_tensors() const override { return false; }
-  bool can_stream_layers() const override { return false; }
+  bool can_stream_layers() const override { return true; }
 };
 
 }  // namespace sluice::core

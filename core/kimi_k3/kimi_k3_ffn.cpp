@@ -11,9 +11,9 @@
 
 namespace sluice::core {
 
-void KimiK3Session::ffn_dense(int64_t il, int64_t n) {
+void KimiK3Session::ffn_dense(int64_t, int64_t n) {
   const KimiK3Config& c = model_.config();
-  const KimiK3Layer& L = model_.layer(il);
+  const KimiK3Layer& L = *layer_;
   const size_t nf = static_cast<size_t>(n * c.n_ff);
   matmul(L.ffn_gate.matrix(), h_.data(), n, ffn_g_.data());
   matmul(L.ffn_up.matrix(), h_.data(), n, ffn_u_.data());
@@ -25,7 +25,7 @@ void KimiK3Session::ffn_dense(int64_t il, int64_t n) {
 // from the unbiased p, renormalized and scaled.
 void KimiK3Session::route(int64_t il, int64_t n, int64_t start_pos) {
   const KimiK3Config& c = model_.config();
-  const KimiK3Layer& L = model_.layer(il);
+  const KimiK3Layer& L = *layer_;
   const int64_t NE = c.n_expert, k = c.n_expert_used;
   matmul(L.gate_inp.matrix(), h_.data(), n, router_.data());
   kernels::sigmoid({router_.data(), static_cast<size_t>(n * NE)}, {probs_.data(), static_cast<size_t>(n * NE)});
@@ -69,7 +69,7 @@ void KimiK3Session::route(int64_t il, int64_t n, int64_t start_pos) {
 
 void KimiK3Session::ffn_moe(int64_t il, int64_t n, int64_t start_pos) {
   const KimiK3Config& c = model_.config();
-  const KimiK3Layer& L = model_.layer(il);
+  const KimiK3Layer& L = *layer_;
   const int64_t k = c.n_expert_used, LW = c.expert_width(), FF = c.n_ff_exp, E = c.n_embd;
   route(il, n, start_pos);
 

@@ -11,7 +11,7 @@ namespace sluice::core {
 
 void KimiK3Session::kda(int64_t il, int64_t n) {
   const KimiK3Config& c = model_.config();
-  const KimiK3Layer& L = model_.layer(il);
+  const KimiK3Layer& L = *layer_;
   const int64_t DI = c.d_inner(), H = c.n_head, D = c.kda_head_dim, K = c.d_conv;
   const size_t nd = static_cast<size_t>(n * DI);
   float* conv_state = state_->conv(il);  // [q | k | v] blocks of [DI][K-1]

@@ -13,7 +13,7 @@ namespace sluice::core {
 
 void KimiK3Session::mla(int64_t il, int64_t n, int64_t start_pos) {
   const KimiK3Config& c = model_.config();
-  const KimiK3Layer& L = model_.layer(il);
+  const KimiK3Layer& L = *layer_;
   const int64_t H = c.n_head, NOPE = c.qk_nope, ROPE = c.qk_rope, KL = c.kv_lora_rank, R = c.mla_row();
   const int64_t DQK = NOPE + ROPE, DV = c.v_head_dim;
 

@@ -32,7 +32,8 @@ class KimiK3Loader {
  public:
   KimiK3Loader(io::Reader& reader, const KimiK3LoadOptions& options) : reader_(reader), options_(options) {}
 
-  std::unique_ptr<KimiK3Model> run() {
+  // `read`: false plans only (sizes, types, the streamed list; no allocation, no data).
+  std::unique_ptr<KimiK3Model> run(bool read) {
     auto m = std::unique_ptr<KimiK3Model>(new KimiK3Model());
     m->gguf_ = std::make_unique<GgufFile>(GgufFile::parse(reader_));
     const GgufFile& f = *m->gguf_;
@@ -41,64 +42,18 @@ class KimiK3Loader {
     check_kimi_k3_tensors(c, f);
     m->has_routed_experts_ = options_.load_routed_experts;
     m->layers_.resize(static_cast<size_t>(c.n_layer));
+    model_ = m.get();
 
     plan(f, "token_embd.weight", &m->token_embd_);
     plan(f, "output_norm.weight", &m->output_norm_);
-    plan(f, "output.weight", &m->output_);
+    plan(f, "output.weight", &m->output_, false, c.n_layer);  // the head streams as unit n_layer
     plan(f, "output_res_score.weight", &m->output_res_score_);
-    for (int64_t il = 0; il < c.n_layer; ++il) {
-      KimiK3Layer& L = m->layers_[static_cast<size_t>(il)];
-      const std::string b = "blk." + std::to_string(il) + ".";
-      auto p = [&](const char* name, Tensor* t, bool f32 = false) { plan(f, b + name, t, f32); };
-      p("attn_norm.weight", &L.attn_norm);
-      p("ffn_norm.weight", &L.ffn_norm);
-      p("attn_res_score.weight", &L.attn_res_score);
-      p("ffn_res_score.weight", &L.ffn_res_score);
-      p("attn_output.weight", &L.wo);
-      if (c.is_kda(il)) {
-        p("ssm_conv1d_q.weight", &L.conv_q, true);
-        p("ssm_conv1d_k.weight", &L.conv_k, true);
-        p("ssm_conv1d_v.weight", &L.conv_v, true);
-        p("attn_q.weight", &L.wq);
-        p("attn_k.weight", &L.wk);
-        p("attn_v.weight", &L.wv);
-        p("ssm_f_a.weight", &L.f_a);
-        p("ssm_f_b.weight", &L.f_b);
-        p("ssm_beta.weight", &L.w_beta);
-        p("ssm_a", &L.ssm_a);
-        p("ssm_dt.bias", &L.dt_bias);
-        p("ssm_g.weight", &L.w_g);
-        p("ssm_norm.weight", &L.ssm_norm);
-      } else {
-        p("attn_q.weight", &L.wq);
-        p("attn_q_a.weight", &L.wq_a);
-        p("attn_q_a_norm.weight", &L.q_a_norm);
-        p("attn_q_b.weight", &L.wq_b);
-        p("attn_kv_a_mqa.weight", &L.wkv_a_mqa);
-        p("attn_kv_a_norm.weight", &L.kv_a_norm);
-        p("attn_k_b.weight", &L.wk_b);
-        p("attn_v_b.weight", &L.wv_b);
-        p("attn_gate.weight", &L.w_gate);
-      }
-      if (!c.is_moe_layer(il)) {
-        p("ffn_gate.weight", &L.ffn_gate);
-        p("ffn_up.weight", &L.ffn_up);
-        p("ffn_down.weight", &L.ffn_down);
-      } else {
-        p("ffn_gate_inp.weight", &L.gate_inp, true);
-        p("exp_probs_b.bias", &L.exp_probs_b);
-        p("ffn_gate_exps.weight", &L.gate_exps);
-        p("ffn_up_exps.weight", &L.up_exps);
-        p("ffn_down_exps.weight", &L.down_exps);
-        p("ffn_routed_down.weight", &L.routed_down);
-        p("ffn_routed_up.weight", &L.routed_up);
-        p("ffn_routed_norm.weight", &L.routed_norm);
-        p("ffn_gate_shexp.weight", &L.gate_shexp);
-        p("ffn_up_shexp.weight", &L.up_shexp);
-        p("ffn_down_shexp.weight", &L.down_shexp);
-      }
-    }
+    for (int64_t il = 0; il < c.n_layer; ++il) plan_block(f, c, il);
 
+    if (!read) {
+      m->arena_bytes_ = total_;
+      return m;
+    }
     void* mem = std::aligned_alloc(kAlign, std::max<uint64_t>(total_, kAlign));
     if (!mem)
       throw Error(ErrorCode::budget, "cannot allocate " + human_bytes(total_) + " for the weights of '" + f.path() + "'");
@@ -109,19 +64,85 @@ class KimiK3Loader {
   }
 
  private:
-  void plan(const GgufFile& f, const std::string& name, Tensor* dst, bool force_f32 = false) {
+  using Field = Tensor KimiK3Layer::*;
+
+  void plan_block(const GgufFile& f, const KimiK3Config& c, int64_t il) {
+    KimiK3Layer& L = model_->layers_[static_cast<size_t>(il)];
+    const std::string b = "blk." + std::to_string(il) + ".";
+    auto p = [&](const char* name, Field field, bool f32 = false) { plan(f, b + name, &(L.*field), f32, il, field); };
+    p("attn_norm.weight", &KimiK3Layer::attn_norm);
+    p("ffn_norm.weight", &KimiK3Layer::ffn_norm);
+    p("attn_res_score.weight", &KimiK3Layer::attn_res_score);
+    p("ffn_res_score.weight", &KimiK3Layer::ffn_res_score);
+    p("attn_output.weight", &KimiK3Layer::wo);
+    if (c.is_kda(il)) {
+      p("ssm_conv1d_q.weight", &KimiK3Layer::conv_q, true);
+      p("ssm_conv1d_k.weight", &KimiK3Layer::conv_k, true);
+      p("ssm_conv1d_v.weight", &KimiK3Layer::conv_v, true);
+      p("attn_q.weight", &KimiK3Layer::wq);
+      p("attn_k.weight", &KimiK3Layer::wk);
+      p("attn_v.weight", &KimiK3Layer::wv);
+      p("ssm_f_a.weight", &KimiK3Layer::f_a);
+      p("ssm_f_b.weight", &KimiK3Layer::f_b);
+      p("ssm_beta.weight", &KimiK3Layer::w_beta);
+      p("ssm_a", &KimiK3Layer::ssm_a);
+      p("ssm_dt.bias", &KimiK3Layer::dt_bias);
+      p("ssm_g.weight", &KimiK3Layer::w_g);
+      p("ssm_norm.weight", &KimiK3Layer::ssm_norm);
+    } else {
+      p("attn_q.weight", &KimiK3Layer::wq);
+      p("attn_q_a.weight", &KimiK3Layer::wq_a);
+      p("attn_q_a_norm.weight", &KimiK3Layer::q_a_norm);
+      p("attn_q_b.weight", &KimiK3Layer::wq_b);
+      p("attn_kv_a_mqa.weight", &KimiK3Layer::wkv_a_mqa);
+      p("attn_kv_a_norm.weight", &KimiK3Layer::kv_a_norm);
+      p("attn_k_b.weight", &KimiK3Layer::wk_b);
+      p("attn_v_b.weight", &KimiK3Layer::wv_b);
+      p("attn_gate.weight", &KimiK3Layer::w_gate);
+    }
+    if (!c.is_moe_layer(il)) {
+      p("ffn_gate.weight", &KimiK3Layer::ffn_gate);
+      p("ffn_up.weight", &KimiK3Layer::ffn_up);
+      p("ffn_down.weight", &KimiK3Layer::ffn_down);
+    } else {
+      p("ffn_gate_inp.weight", &KimiK3Layer::gate_inp, true);
+      p("exp_probs_b.bias", &KimiK3Layer::exp_probs_b);
+      p("ffn_gate_exps.weight", &KimiK3Layer::gate_exps);
+      p("ffn_up_exps.weight", &KimiK3Layer::up_exps);
+      p("ffn_down_exps.weight", &KimiK3Layer::down_exps);
+      p("ffn_routed_down.weight", &KimiK3Layer::routed_down);
+      p("ffn_routed_up.weight", &KimiK3Layer::routed_up);
+      p("ffn_routed_norm.weight", &KimiK3Layer::routed_norm);
+      p("ffn_gate_shexp.weight", &KimiK3Layer::gate_shexp);
+      p("ffn_up_shexp.weight", &KimiK3Layer::up_shexp);
+      p("ffn_down_shexp.weight", &KimiK3Layer::down_shexp);
+    }
+  }
+
+  // `block` >= 0: a block's tensor (n_layer: the output head), which streams when asked to and
+  // used as stored; `field` is its place in KimiK3Layer (null for the head).
+  void plan(const GgufFile& f, const std::string& name, Tensor* dst, bool force_f32 = false, int64_t block = -1,
+            Field field = nullptr) {
     const GgufTensorInfo* t = f.find_tensor(name);
     if (!t) return;
     dst->type = t->type;
     dst->ne = t->ne;
     dst->row_bytes = t->row_bytes;
-    if (!options_.load_routed_experts && is_routed_expert(name)) return;  // an ExpertSource streams it
+    if (is_routed_expert(name)) {
+      if (!options_.load_routed_experts) return;  // an ExpertSource streams it
+    }
     Slot s{dst, t, false, 0, t->n_bytes};
     const bool one_d = t->n_dims == 1;
     if (t->type != GgmlType::F32 &&
         (one_d || force_f32 || (options_.widen_f16_to_f32 && t->type == GgmlType::F16))) {
       s.to_f32 = true;
       s.bytes = checked_mul(t->n_elements, 4, name);
+      dst->type = GgmlType::F32;  // the in-memory type, planned or loaded
+      dst->row_bytes = static_cast<size_t>(t->ne[0]) * 4;
+    }
+    if (options_.stream_layer_tensors && block >= 0 && !s.to_f32 && !is_routed_expert(name)) {
+      model_->streamed_.push_back({block, field, t});
+      return;  // data stays null: a LayerSource provides it
     }
     s.offset = total_;
     total_ = checked_add(total_, (s.bytes + kAlign - 1) / kAlign * kAlign, "model weight bytes");
@@ -143,20 +164,23 @@ class KimiK3Loader {
     float* y = reinterpret_cast<float*>(dst);
     for (int64_t r = 0; r < rows; ++r)
       kernels::dequantize_row(t.type, raw_.data() + r * t.row_bytes, y + r * t.ne[0], t.ne[0]);
-    out.type = GgmlType::F32;
-    out.row_bytes = static_cast<size_t>(t.ne[0]) * 4;
     out.data = dst;
   }
 
   io::Reader& reader_;
   KimiK3LoadOptions options_;
+  KimiK3Model* model_ = nullptr;
   std::vector<Slot> slots_;
   uint64_t total_ = 0;
   std::vector<std::byte> raw_;
 };
 
 std::unique_ptr<KimiK3Model> KimiK3Model::load(io::Reader& reader, const KimiK3LoadOptions& options) {
-  return KimiK3Loader(reader, options).run();
+  return KimiK3Loader(reader, options).run(true);
+}
+
+std::unique_ptr<KimiK3Model> KimiK3Model::plan(io::Reader& reader, const KimiK3LoadOptions& options) {
+  return KimiK3Loader(reader, options).run(false);
 }
 
 std::unique_ptr<KimiK3Model> KimiK3Model::load(const std::string& path, const KimiK3LoadOptions& options) {

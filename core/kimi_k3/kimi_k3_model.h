@@ -7,7 +7,16 @@
 //   - with `widen_f16_to_f32`, every F16 tensor becomes F32 (exact): the F16 reference file then
 //     is its F32 master;
 //   - with `load_routed_experts = false`, `ffn_{gate,up,down}_exps` are not read: their type,
-//     shape and file offset are kept so an out-of-core ExpertSource can stream them.
+//     shape and file offset are kept so an out-of-core ExpertSource can stream them;
+//   - with `stream_layer_tensors = true`, every per-block tensor used as stored (no conversion at
+//     load: attention KDA/MLA, norms stored as F32, router, shared experts, dense FFN) and the
+//     output head are not read either: a LayerSource streams them block by block
+//     (core/layers/streamed_layers.h). What still loads: token embeddings, output_norm,
+//     output_res_score and tensors converted at load (1-D tensors and conv taps not stored as
+//     F32, a router not stored as F32). streamed() lists the tensors left out.
+// Tensors left out keep their type, shape and row size (data == nullptr), so scratch can be sized;
+// a converted tensor has its in-memory type (F32) already. KimiK3Model::plan() does all of this
+// without allocating or reading: the sizes a budget decides on.
 // Every tensor's name, shape and type is checked (check_kimi_k3_tensors) before anything is read.
 //
 // Tensors are core::Tensor views (core/gguf/tensor.h), as for the other architectures. Routed experts
@@ -27,6 +36,7 @@
 #include "core/gguf/gguf.h"
 #include "core/kimi_k3/kimi_k3_config.h"
 #include "core/gguf/tensor.h"
+#include "core/layers/layer_source.h"
 #include "io/reader.h"
 #include "kernels/matvec.h"
 
@@ -52,6 +62,7 @@ struct KimiK3Layer {
 struct KimiK3LoadOptions {
   bool widen_f16_to_f32 = false;
   bool load_routed_experts = true;
+  bool stream_layer_tensors = false;
 };
 
 class KimiK3Model {
@@ -59,6 +70,9 @@ class KimiK3Model {
   // Opens `path` with a PreadReader.
   static std::unique_ptr<KimiK3Model> load(const std::string& path, const KimiK3LoadOptions& options = {});
   static std::unique_ptr<KimiK3Model> load(io::Reader& reader, const KimiK3LoadOptions& options = {});
+  // Parses and checks the file and plans the load without reading a weight: weight_bytes(),
+  // shapes, types and streamed() are those of load(); no tensor has data.
+  static std::unique_ptr<KimiK3Model> plan(io::Reader& reader, const KimiK3LoadOptions& options = {});
 
   const KimiK3Config& config() const { return config_; }
   const GgufFile& gguf() const { return *gguf_; }
@@ -67,6 +81,8 @@ class KimiK3Model {
   const Tensor& output() const { return output_; }
   const Tensor& output_res_score() const { return output_res_score_; }
   const KimiK3Layer& layer(int64_t il) const { return layers_[static_cast<size_t>(il)]; }
+  std::span<const KimiK3Layer> layers() const { return layers_; }
+  const std::vector<StreamedTensorOf<KimiK3Layer>>& streamed() const { return streamed_; }
   uint64_t weight_bytes() const { return arena_bytes_; }
   bool has_routed_experts() const { return has_routed_experts_; }
 
@@ -81,6 +97,7 @@ class KimiK3Model {
   Tensor token_embd_, output_norm_, output_, output_res_score_;
   std::vector<KimiK3Layer> layers_;
   bool has_routed_experts_ = true;
+  std::vector<StreamedTensorOf<KimiK3Layer>> streamed_;
 
   friend class KimiK3Loader;
 };

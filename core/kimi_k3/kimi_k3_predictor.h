@@ -10,8 +10,14 @@
 //
 // and the union goes to ExpertSource::prefetch(M, ...), nearest layer first. The residual stream
 // moves slowly, so a later router applied to this hidden state is a fair guess; a wrong one
-// costs a read, never a result: predictions only decide what is read early. All scratch is sized
-// in the constructor; predict() allocates nothing.
+// costs a read, never a result: predictions only decide what is read early.
+//
+// A batch of kReadAheadMinRows rows or more (prefill) gets a read-ahead of the next MoE layer
+// instead (core/experts/read_ahead.h, as the llama family's predictor does): that layer's router
+// with its full top-k on read_ahead_rows(n) rows spread over the batch, the experts picked most
+// often first, to ExpertSource::read_ahead. Also from the token embeddings (il = -1).
+//
+// All scratch is sized in the constructor; predict() allocates nothing.
 #pragma once
 
 #include <cstdint>
@@ -19,6 +25,7 @@
 #include <vector>
 
 #include "core/experts/expert_source.h"
+#include "core/experts/read_ahead.h"
 #include "core/kimi_k3/kimi_k3_model.h"
 #include "kernels/thread_pool.h"
 
@@ -27,6 +34,8 @@ namespace sluice::core {
 class KimiK3Predictor {
  public:
   static constexpr int64_t kMaxRows = 4;  // batches up to this many rows are predicted
+  // Rows the scratch holds: a prediction's, or a read-ahead's (core/experts/read_ahead.h).
+  static constexpr int64_t kScratchRows = kReadAheadRows > kMaxRows ? kReadAheadRows : kMaxRows;
 
   // depth >= 1; Error(invalid_argument) otherwise.
   KimiK3Predictor(const KimiK3Model& model, int depth);
@@ -40,8 +49,13 @@ class KimiK3Predictor {
   int depth_;
   std::vector<float> h_, logits_, sel_;
   std::vector<int32_t> top_, ids_;
+  std::vector<uint32_t> counts_;  // read_ahead: picks per expert
   std::vector<uint8_t> mark_;
   std::vector<std::byte> mm_scratch_;
+
+  void read_ahead(int64_t il, std::span<const float> u, int64_t n, ExpertSource& source, kernels::ThreadPool& pool);
+  // sel_ = sigmoid(gate_inp of L . rms_norm(rows, ffn_norm of L)) + selection bias, [n][n_expert].
+  void select(const KimiK3Layer& L, std::span<const float> rows, int64_t n, kernels::ThreadPool& pool);
 };
 
 }  // namespace sluice::core

@@ -27,8 +27,10 @@ void size(std::vector<T>& v, int64_t n) {
 }  // namespace
 
 KimiK3Session::KimiK3Session(const KimiK3Model& model, ExpertSource& experts, kernels::ThreadPool& pool,
-                             const KimiK3SessionOptions& options)
+                             const KimiK3SessionOptions& options, LayerSource<KimiK3Layer>* layers)
     : model_(model),
+      resident_layers_(model.layers(), model.output()),
+      layers_(layers ? *layers : resident_layers_),
       experts_(experts),
       pool_(pool),
       n_batch_(options.n_batch),
@@ -108,6 +110,12 @@ KimiK3Session::KimiK3Session(const KimiK3Model& model, ExpertSource& experts, ke
     mm = std::max(mm, kernels::matmul_scratch_bytes(GgmlType::F32, t.ne[0], B));
   }
   size(mm_scratch_, static_cast<int64_t>(mm));
+  if (!layers && !model.streamed().empty())
+    throw Error(ErrorCode::invalid_argument, "this kimi-k3 model was loaded with its layers left out to stream; the "
+                                             "session needs their LayerSource (KimiK3ArchModel::stream_layers)");
+  if (options.prefetch_depth > 0 && c.n_expert > 0 && !model.streamed().empty())
+    throw Error(ErrorCode::invalid_argument, "kimi-k3 prefetch needs every block's router in RAM; this model's layers "
+                                             "stream (use prefetch depth 0)");
   if (options.prefetch_depth > 0 && c.n_expert > 0) predictor_ = std::make_unique<KimiK3Predictor>(model, options.prefetch_depth);
   for (KimiK3State& st : states_) st.reset();
 }
@@ -186,7 +194,9 @@ std::span<const float> KimiK3Session::forward_seq(int64_t seq, std::span<const i
   const size_t bytes = static_cast<size_t>(n * E) * sizeof(float);
   n_stack_ = 0;
   for (int64_t il = 0; il < c.n_layer; ++il) {
-    const KimiK3Layer& L = model_.layer(il);
+    LayerPin<KimiK3Layer> pin(layers_, il);
+    const KimiK3Layer& L = pin.weights();
+    layer_ = &L;
     std::memcpy(r_.data(), x_.data(), bytes);
     mix(L.attn_res_score, n, r_.data(), u_.data());
     const bool banked = c.banks(il);
@@ -203,11 +213,13 @@ std::span<const float> KimiK3Session::forward_seq(int64_t seq, std::span<const i
     else ffn_dense(il, n);
     for (int64_t i = 0; i < n * E; ++i) x_[static_cast<size_t>(i)] = r_[static_cast<size_t>(i)] + ffn_out_[static_cast<size_t>(i)];
   }
+  layer_ = nullptr;
 
   const int64_t first = all_logits ? 0 : n - 1, rows = n - first;
   mix(model_.output_res_score(), n, x_.data(), u_.data());
   rms_norm(u_.data() + first * E, model_.output_norm(), rows, E, h_.data());
-  matmul(model_.output().matrix(), h_.data(), rows, logits_.data());
+  matmul(layers_.acquire_output().matrix(), h_.data(), rows, logits_.data());
+  layers_.release_output();
   n_past = start_pos + n;
   return {logits_.data(), static_cast<size_t>(rows * c.n_vocab)};
 }

@@ -24,6 +24,9 @@
 // conv, the attention softmax and all element-wise math are f32 in ggml's order. The MoE output
 // sums the weighted expert outputs in routing order.
 //
+// Weights: each block's non-routed tensors come from a LayerSource (core/layers/layer_source.h),
+// pinned for the block; the output head likewise. In core that is the model itself.
+//
 // Memory: the recurrent state and MLA cache (KimiK3State) and every activation buffer are sized in
 // the constructor from the config, n_ctx and n_batch; forward() allocates nothing.
 #pragma once
@@ -37,6 +40,7 @@
 #include "core/compute/matmul.h"
 #include "core/experts/expert_source.h"
 #include "core/kimi_k3/kimi_k3_model.h"
+#include "core/layers/layer_source.h"
 #include "core/kimi_k3/kimi_k3_predictor.h"
 #include "core/kimi_k3/kimi_k3_state.h"
 #include "kernels/thread_pool.h"
@@ -54,8 +58,13 @@ struct KimiK3SessionOptions {
 
 class KimiK3Session final : public Session {
  public:
+  // `layers`: where block weights come from (null: the model's own, all resident). A model
+  // loaded with stream_layer_tensors needs its StreamedLayers here; prefetch then is
+  // Error(invalid_argument): the predictor reads later blocks' routers, which are not in RAM.
   KimiK3Session(const KimiK3Model& model, ExpertSource& experts, kernels::ThreadPool& pool,
-                const KimiK3SessionOptions& options = {});
+                const KimiK3SessionOptions& options = {}, LayerSource<KimiK3Layer>* layers = nullptr);
+  KimiK3Session(const KimiK3Session&) = delete;  // layers_ may point at resident_layers_
+  KimiK3Session& operator=(const KimiK3Session&) = delete;
 
   // Error(invalid_argument): empty or more than n_batch tokens, a token id outside the vocabulary,
   // a start_pos that does not continue the sequence, or positions past the context.
@@ -104,6 +113,9 @@ class KimiK3Session final : public Session {
   void rms_norm(const float* x, const Tensor& w, int64_t n_rows, int64_t len, float* y);
 
   const KimiK3Model& model_;
+  ResidentLayers<KimiK3Layer> resident_layers_;
+  LayerSource<KimiK3Layer>& layers_;
+  const KimiK3Layer* layer_ = nullptr;  // the block forward_seq() is computing (pinned)
   ExpertSource& experts_;
   kernels::ThreadPool& pool_;
   int64_t n_batch_;

@@ -104,10 +104,10 @@ void ExpertPredictor::read_ahead(int64_t il, std::span<const float> x, int64_t n
   int64_t m = il + 1;
   while (m < c.n_layer && !c.is_moe_layer(m)) ++m;
   if (m >= c.n_layer) return;
-  const int64_t E = c.n_embd, X = c.n_expert, K = c.n_expert_used, S = std::min(n, kAheadRows);
+  const int64_t E = c.n_embd, X = c.n_expert, K = c.n_expert_used, S = read_ahead_rows(n);
   const LayerWeights& L = model_.layer(m);
   for (int64_t j = 0; j < S; ++j) {  // rows spread evenly over the batch
-    const int64_t row = j * n / S;
+    const int64_t row = read_ahead_row(j, n, S);
     kernels::rms_norm(x.subspan(sz(row * E), sz(E)), L.ffn_norm.f32(), c.rms_eps, E, {h_.data() + j * E, sz(E)});
   }
   kernels::matmul(L.gate_inp.matrix(), {h_.data(), sz(S * E)}, S, {logits_.data(), sz(S * X)}, mm_scratch_, pool);
@@ -118,12 +118,7 @@ void ExpertPredictor::read_ahead(int64_t il, std::span<const float> x, int64_t n
     route_token(params_, {logits_.data() + t * X, sz(X)}, bias, ids_, {weights_.data(), sz(K)}, groups, router_scratch_);
     for (const int32_t e : ids_) ++counts_[sz(e)];
   }
-  size_t n_list = 0;
-  for (int64_t e = 0; e < X; ++e)
-    if (counts_[sz(e)] > 0) list_[n_list++] = static_cast<int32_t>(e);
-  // The most picked first (ties: lower index): the source reads in this order while slots last.
-  std::sort(list_.begin(), list_.begin() + static_cast<std::ptrdiff_t>(n_list),
-            [&](int32_t a, int32_t b) { return counts_[sz(a)] != counts_[sz(b)] ? counts_[sz(a)] > counts_[sz(b)] : a < b; });
+  const size_t n_list = order_by_picks(counts_, list_);
   source.read_ahead(static_cast<int>(m), {list_.data(), n_list});
 }
 

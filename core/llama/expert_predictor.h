@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "core/experts/expert_source.h"
+#include "core/experts/read_ahead.h"
 #include "core/llama/model.h"
 #include "core/llama/router.h"
 #include "kernels/thread_pool.h"
@@ -39,8 +40,8 @@ namespace sluice::core {
 class ExpertPredictor {
  public:
   static constexpr int64_t kMaxRows = 4;        // batches up to this many rows are predicted
-  static constexpr int64_t kMinAheadRows = 16;  // batches from this many rows get a read-ahead
-  static constexpr int64_t kAheadRows = 64;     // rows of such a batch that the read-ahead routes
+  static constexpr int64_t kMinAheadRows = kReadAheadMinRows;  // core/experts/read_ahead.h
+  static constexpr int64_t kAheadRows = kReadAheadRows;
 
   // depth >= 1: how many MoE layers ahead to predict. Error(invalid_argument) for depth < 1.
   ExpertPredictor(const Model& model, int depth);

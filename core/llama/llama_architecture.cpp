@@ -18,21 +18,6 @@ LoadOptions to_load_options(const ArchLoadOptions& o) {
 
 }  // namespace
 
-// The LayerStream side of StreamedLayers (which is the session's LayerSource).
-class LlamaArchModel::Stream final : public LayerStream {
- public:
-  Stream(const Model& model, const ShardIndex* index) : layers_(model, build_layer_plan(model, index)) {}
-  const cache::ShardLayout& layout() const override { return layers_.plan().layout; }
-  void attach(cache::ShardCache& cache) override { layers_.attach(cache); }
-  void verify(cache::ShardKey key, std::span<const std::byte> slot, uint32_t alignment) const override {
-    verify_unit(layers_.plan(), key, slot, alignment);
-  }
-  StreamedLayers& source() { return layers_; }
-
- private:
-  StreamedLayers layers_;
-};
-
 uint64_t LlamaArchModel::kv_bytes(const SessionOptions& options) const {
   return LlamaSession::kv_bytes_for(model_.config(), options);
 }
@@ -43,12 +28,13 @@ uint64_t LlamaArchModel::scratch_bytes(const SessionOptions& options, unsigned t
 
 cache::ShardLayout LlamaArchModel::layer_layout() const {
   if (model_.streamed().empty()) return {};
-  return build_layer_plan(model_).layout;
+  return build_layer_plan(std::span<const StreamedTensor>(model_.streamed())).layout;
 }
 
 LayerStream& LlamaArchModel::stream_layers(const ShardIndex* index) {
-  if (!layers_) layers_ = std::make_unique<Stream>(model_, index);
-  return *layers_;
+  if (!layers_)
+    layers_ = std::make_unique<StreamedLayers<LayerWeights>>(model_.layers(), model_.output(), model_.streamed(), index);
+  return layers_->stream();
 }
 
 std::unique_ptr<ExpertSource> LlamaArchModel::in_core_experts() const {
@@ -57,7 +43,7 @@ std::unique_ptr<ExpertSource> LlamaArchModel::in_core_experts() const {
 
 std::unique_ptr<Session> LlamaArchModel::create_session(ExpertSource& experts, kernels::ThreadPool& pool,
                                                         const SessionOptions& options) {
-  return std::make_unique<LlamaSession>(model_, experts, pool, options, layers_ ? &layers_->source() : nullptr);
+  return std::make_unique<LlamaSession>(model_, experts, pool, options, layers_.get());
 }
 
 LlamaArchModel::LlamaArchModel(Model model) : model_(std::move(model)) {}

@@ -1,5 +1,5 @@
 // The llama family (llama/Mixtral, qwen3moe, deepseek2) behind the Architecture seam
-// (core/arch/architecture.h): Model + LlamaSession, layer streaming through StreamedLayers,
+// (core/arch/architecture.h): Model + LlamaSession, layer streaming through StreamedLayers (core/layers),
 // router-guided prefetch through the ExpertPredictor.
 #pragma once
 
@@ -7,7 +7,7 @@
 
 #include "core/arch/architecture.h"
 #include "core/llama/model.h"
-#include "core/llama/streamed_layers.h"
+#include "core/layers/streamed_layers.h"
 
 namespace sluice::core {
 
@@ -33,9 +33,8 @@ class LlamaArchModel final : public ArchModel {
                                           const SessionOptions& options) override;
 
  private:
-  class Stream;
   Model model_;
-  std::unique_ptr<Stream> layers_;
+  std::unique_ptr<StreamedLayers<LayerWeights>> layers_;  // null: every block resident
 };
 
 class LlamaArchitecture final : public Architecture {

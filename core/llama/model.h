@@ -14,7 +14,7 @@
 //     an out-of-core ExpertSource supplies them (see core/experts/expert_source.h);
 //   - with `stream_layer_tensors = true`, every per-block tensor that is used as stored (no
 //     conversion at load) and the output head (`output.weight`, when not tied to the embeddings)
-//     are not read either: a LayerSource streams them layer by layer (core/llama/layer_source.h).
+//     are not read either: a LayerSource streams them layer by layer (core/layers/layer_source.h).
 //     What still loads: token embeddings, output_norm, and tensors converted at load (1-D tensors
 //     stored as F16/BF16, the attn_kv_b split). streamed() lists the tensors left out.
 // Tensors left out keep their type, shape and row size (data == nullptr), so scratch can be sized.
@@ -37,6 +37,7 @@
 #include "common/weight_arena.h"
 #include "core/gguf/gguf.h"
 #include "core/gguf/tensor.h"
+#include "core/layers/layer_source.h"
 #include "core/llama/model_config.h"
 #include "io/reader.h"
 #include "kernels/matvec.h"
@@ -69,11 +70,7 @@ struct LoadOptions {
 };
 
 // A non-routed tensor left out of the load for a LayerSource to stream.
-struct StreamedTensor {
-  int64_t block = 0;                      // transformer block; n_layer for the output head
-  Tensor LayerWeights::*member = nullptr;  // its field in LayerWeights; null for the output head
-  const GgufTensorInfo* info = nullptr;    // in Model::gguf()
-};
+using StreamedTensor = StreamedTensorOf<LayerWeights>;
 
 class Model {
  public:
@@ -90,6 +87,7 @@ class Model {
   const Tensor& output_norm() const { return output_norm_; }
   const Tensor& output() const { return output_; }  // token_embd when the file ties them
   const LayerWeights& layer(int64_t il) const { return layers_[static_cast<size_t>(il)]; }
+  std::span<const LayerWeights> layers() const { return layers_; }
   uint64_t weight_bytes() const { return arena_bytes_; }
   bool has_routed_experts() const { return has_routed_experts_; }
   const std::vector<StreamedTensor>& streamed() const { return streamed_; }

@@ -127,10 +127,10 @@ struct LlamaSession::Sizes {
 };
 
 LlamaSession::LlamaSession(const Model& model, ExpertSource& experts, kernels::ThreadPool& pool, const SessionOptions& o,
-                 LayerSource* layers)
+                 LayerSource<LayerWeights>* layers)
     : model_(model),
       experts_(experts),
-      resident_layers_(model),
+      resident_layers_(model.layers(), model.output()),
       layers_(layers ? *layers : resident_layers_),
       pool_(pool),
       n_batch_(o.n_batch) {
@@ -313,7 +313,7 @@ void LlamaSession::run_layers(std::span<const int32_t> tokens) {
   // lead blocks' compute (the dense FFN and every attention before them).
   if (predictor_) predictor_->predict(-1, x, n, experts_, pool_);
   for (int64_t il = 0; il < c.n_layer; ++il) {
-    LayerPin pin(layers_, il);
+    LayerPin<LayerWeights> pin(layers_, il);
     const LayerWeights& L = pin.weights();
     layer_ = &L;
     kernels::rms_norm(x, L.attn_norm.f32(), c.rms_eps, E, cur);

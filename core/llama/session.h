@@ -49,7 +49,7 @@
 #include "core/llama/kv_cache.h"
 #include "core/compute/matmul.h"
 #include "core/compute/matmul_offload.h"
-#include "core/llama/layer_source.h"
+#include "core/layers/layer_source.h"
 #include "core/llama/model.h"
 #include "kernels/thread_pool.h"
 
@@ -59,7 +59,7 @@ class LlamaSession final : public Session {
  public:
   // `layers`: where block weights come from (null: the Model's own, all resident).
   LlamaSession(const Model& model, ExpertSource& experts, kernels::ThreadPool& pool,
-          const SessionOptions& options = {}, LayerSource* layers = nullptr);
+          const SessionOptions& options = {}, LayerSource<LayerWeights>* layers = nullptr);
   // scratch_bytes() of a session with these options, computed without allocating (the budget is
   // checked before anything is allocated). `model` may be a Model::plan().
   LlamaSession(const LlamaSession&) = delete;  // layers_ may point at resident_layers_
@@ -113,8 +113,8 @@ class LlamaSession final : public Session {
   struct Sizes;
   const Model& model_;
   ExpertSource& experts_;
-  ResidentLayers resident_layers_;
-  LayerSource& layers_;
+  ResidentLayers<LayerWeights> resident_layers_;
+  LayerSource<LayerWeights>& layers_;
   const LayerWeights* layer_ = nullptr;  // the block forward() is computing
   uint64_t scratch_bytes_ = 0;
   kernels::ThreadPool& pool_;

@@ -1,4 +1,4 @@
-#include "core/llama/streamed_layers.h"
+#include "core/layers/streamed_layers.h"
 
 #include <algorithm>
 #include <map>
@@ -7,20 +7,21 @@
 
 namespace sluice::core {
 
-LayerPlan build_layer_plan(const Model& model, const ShardIndex* index) {
+LayerPlan build_layer_plan(std::span<const LayerTensorRef> tensors, const ShardIndex* index) {
   // Units in forward order: blocks ascending, the output head (block n_layer) last.
-  std::map<int64_t, std::vector<const StreamedTensor*>> by_block;
-  for (const StreamedTensor& t : model.streamed()) by_block[t.block].push_back(&t);
+  std::map<int64_t, std::vector<uint32_t>> by_block;
+  for (uint32_t i = 0; i < tensors.size(); ++i) by_block[tensors[i].block].push_back(i);
   LayerPlan plan;
   plan.layout.n_expert = 1;
   plan.layout.n_expert_used = 1;
-  for (auto& [block, tensors] : by_block) {
-    std::sort(tensors.begin(), tensors.end(),
-              [](const StreamedTensor* a, const StreamedTensor* b) { return a->info->file_offset < b->info->file_offset; });
+  for (auto& [block, ids] : by_block) {
+    std::sort(ids.begin(), ids.end(), [&](uint32_t a, uint32_t b) {
+      return tensors[a].info->file_offset < tensors[b].info->file_offset;
+    });
     cache::LayerLayout unit;
     std::vector<LayerPlan::Placement> placements;
-    for (const StreamedTensor* t : tensors) {
-      const GgufTensorInfo& info = *t->info;
+    for (uint32_t id : ids) {
+      const GgufTensorInfo& info = *tensors[id].info;
       cache::TensorSlice* run = unit.tensors.empty() ? nullptr : &unit.tensors.back();
       const uint64_t run_end = run ? run->file_offset + run->expert_bytes : 0;
       if (!run || info.file_offset < run_end || info.file_offset - run_end > LayerPlan::kRunGap) {
@@ -29,7 +30,7 @@ LayerPlan build_layer_plan(const Model& model, const ShardIndex* index) {
       }
       run->expert_bytes = info.file_offset + info.n_bytes - run->file_offset;
       run->expert_stride = run->expert_bytes;
-      LayerPlan::Placement p{t->member, &info, static_cast<uint32_t>(unit.tensors.size() - 1),
+      LayerPlan::Placement p{id, &info, static_cast<uint32_t>(unit.tensors.size() - 1),
                              info.file_offset - run->file_offset, std::nullopt};
       if (index) {
         const IndexedTensor* it = index->find(info.name);
@@ -65,27 +66,29 @@ void verify_unit(const LayerPlan& plan, cache::ShardKey key, std::span<const std
   }
 }
 
-StreamedLayers::StreamedLayers(const Model& model, LayerPlan plan) : plan_(std::move(plan)) {
-  const int64_t n_layer = model.config().n_layer;
+UnitStream::UnitStream(LayerPlan plan, int64_t n_layer, std::vector<Tensor*> views)
+    : plan_(std::move(plan)), views_(std::move(views)) {
   unit_of_block_.assign(static_cast<size_t>(n_layer), -1);
-  views_.reserve(static_cast<size_t>(n_layer));
-  for (int64_t il = 0; il < n_layer; ++il) views_.push_back(model.layer(il));
-  output_view_ = model.output();
   n_units_ = static_cast<int64_t>(plan_.units.size());
   for (int64_t u = 0; u < n_units_; ++u) {
     const int64_t block = plan_.block_of_unit[static_cast<size_t>(u)];
     if (block == n_layer) head_unit_ = u;
     else unit_of_block_.at(static_cast<size_t>(block)) = u;
   }
+  for (const auto& unit : plan_.units)
+    for (const LayerPlan::Placement& p : unit)
+      if (p.tensor >= views_.size() || !views_[p.tensor])
+        throw Error(ErrorCode::internal, "layer plan tensor '" + p.info->name + "' has no view to bind");
   pins_.resize(static_cast<size_t>(n_units_));
 }
 
-cache::ShardCache& StreamedLayers::cache() const {
-  if (!cache_) throw Error(ErrorCode::internal, "StreamedLayers used before a cache was attached");
+cache::ShardCache& UnitStream::cache() const {
+  if (!cache_) throw Error(ErrorCode::internal, "a layer stream was used before a cache was attached");
   return *cache_;
 }
 
-const cache::ShardCache::Pin& StreamedLayers::pin(int64_t unit) {
+void UnitStream::acquire_unit(int64_t unit) {
+  if (unit < 0) return;
   cache::ShardCache& c = cache();
   cache::ShardCache::Pin& p = pins_[static_cast<size_t>(unit)];
   if (!p) p = c.acquire({static_cast<uint32_t>(unit), 0});
@@ -93,38 +96,15 @@ const cache::ShardCache::Pin& StreamedLayers::pin(int64_t unit) {
   // evictable slot in its class).
   c.prefetch({static_cast<uint32_t>((unit + 1) % n_units_), 0});
   c.wait(p);
-  return p;
-}
-
-const LayerWeights& StreamedLayers::acquire(int64_t block) {
-  LayerWeights& view = views_.at(static_cast<size_t>(block));
-  const int64_t unit = unit_of_block_[static_cast<size_t>(block)];
-  if (unit < 0) return view;
-  const cache::ShardCache::Pin& p = pin(unit);
   for (const LayerPlan::Placement& m : plan_.units[static_cast<size_t>(unit)])
-    (view.*m.field).data = p.tensor(m.run).data() + m.offset;
-  return view;
+    views_[m.tensor]->data = p.tensor(m.run).data() + m.offset;
 }
 
-void StreamedLayers::release(int64_t block) {
-  const int64_t unit = unit_of_block_.at(static_cast<size_t>(block));
+void UnitStream::release_unit(int64_t unit) {
   if (unit < 0) return;
-  LayerWeights& view = views_[static_cast<size_t>(block)];
-  for (const LayerPlan::Placement& m : plan_.units[static_cast<size_t>(unit)]) (view.*m.field).data = nullptr;
+  // Null views: a use after release fails loudly instead of reading an evicted slot.
+  for (const LayerPlan::Placement& m : plan_.units[static_cast<size_t>(unit)]) views_[m.tensor]->data = nullptr;
   pins_[static_cast<size_t>(unit)].release();
-}
-
-const Tensor& StreamedLayers::acquire_output() {
-  if (head_unit_ < 0) return output_view_;
-  const LayerPlan::Placement& m = plan_.units[static_cast<size_t>(head_unit_)].front();
-  output_view_.data = pin(head_unit_).tensor(m.run).data() + m.offset;
-  return output_view_;
-}
-
-void StreamedLayers::release_output() {
-  if (head_unit_ < 0) return;
-  output_view_.data = nullptr;
-  pins_[static_cast<size_t>(head_unit_)].release();
 }
 
 }  // namespace sluice::core
