@@ -5,8 +5,10 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 
 #include "common/weight_arena.h"
+#include "core/kimi_k3/kimi_k3_model.h"
 #include "core/llama/model.h"
 #include "io/uring_reader.h"
 #include "tests/model_reference.h"
@@ -59,4 +61,21 @@ TEST_CASE("a loaded model's large tensors sit congruent to their file offsets, s
   const auto stats = reader.stats();
   MESSAGE("direct ops " << stats.direct_ops << ", staged ops " << stats.staged_ops);
   CHECK(stats.direct_ops >= static_cast<uint64_t>(checked));
+}
+
+TEST_CASE("kimi-k3 places its large tensors the same way") {
+  const auto path = sluice::test::reference_dir() / "kimi-k3" / "kimi-k3-f16.gguf";
+  sluice::io::UringReader reader(path.string());
+  const auto model = sluice::core::KimiK3Model::load(reader);
+  int checked = 0;
+  for (const auto& [name, t] : {std::pair<const char*, const sluice::core::Tensor*>{"token_embd.weight", &model->token_embd()},
+                                {"output.weight", &model->output()}}) {
+    const auto* info = model->gguf().find_tensor(name);
+    REQUIRE(info != nullptr);
+    REQUIRE(info->n_bytes >= kDirectPlacementMin);
+    CAPTURE(name);
+    CHECK(reinterpret_cast<uintptr_t>(t->data) % kDirectReadAlignment == info->file_offset % kDirectReadAlignment);
+    ++checked;
+  }
+  CHECK(checked == 2);
 }

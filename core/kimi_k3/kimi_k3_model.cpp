@@ -5,16 +5,18 @@
 
 #include "common/error.h"
 #include "common/units.h"
+#include "common/weight_arena.h"
 #include "io/pread_reader.h"
 #include "kernels/quant.h"
 
 namespace sluice::core {
 
-void KimiK3Model::Free::operator()(std::byte* p) const { std::free(p); }
 
 namespace {
 
 constexpr uint64_t kAlign = 64;
+// The alignment a tensor placed for a direct read keeps: GGUF's default (the kernels load unaligned).
+constexpr uint64_t kTensorAlign = 32;
 
 struct Slot {
   Tensor* dst = nullptr;
@@ -50,15 +52,9 @@ class KimiK3Loader {
     plan(f, "output_res_score.weight", &m->output_res_score_);
     for (int64_t il = 0; il < c.n_layer; ++il) plan_block(f, c, il);
 
-    if (!read) {
-      m->arena_bytes_ = total_;
-      return m;
-    }
-    void* mem = std::aligned_alloc(kAlign, std::max<uint64_t>(total_, kAlign));
-    if (!mem)
-      throw Error(ErrorCode::budget, "cannot allocate " + human_bytes(total_) + " for the weights of '" + f.path() + "'");
-    m->arena_.reset(static_cast<std::byte*>(mem));
-    m->arena_bytes_ = total_;
+    m->arena_bytes_ = weight_arena_bytes(total_);
+    if (!read) return m;
+    m->arena_ = allocate_weight_arena(total_, "the weights of '" + f.path() + "'");
     for (Slot& s : slots_) fill(s, m->arena_.get());
     return m;
   }
@@ -144,8 +140,9 @@ class KimiK3Loader {
       model_->streamed_.push_back({block, field, t});
       return;  // data stays null: a LayerSource provides it
     }
-    s.offset = total_;
-    total_ = checked_add(total_, (s.bytes + kAlign - 1) / kAlign * kAlign, "model weight bytes");
+    // A tensor read as stored is placed so that the O_DIRECT read lands in it (weight_arena.h).
+    s.offset = s.to_f32 ? total_ : place_for_direct_read(total_, s.src->file_offset, s.bytes, kTensorAlign);
+    total_ = checked_add(s.offset, (s.bytes + kAlign - 1) / kAlign * kAlign, "model weight bytes");
     slots_.push_back(s);
   }
 

@@ -1,7 +1,8 @@
 // KimiK3Model: a `kimi-k3` GGUF's configuration and weights, loaded into RAM.
 //
-// Weights are read with plain reads (io::Reader::read_sync) into one 64-byte-aligned arena, one
-// slot per tensor, in the tensor's own ggml type and row layout, except:
+// Weights are read with plain reads (io::Reader::read_sync) into one arena (common/weight_arena.h:
+// large tensors are placed so that the O_DIRECT reads land in place), one slot per tensor, in the
+// tensor's own ggml type and row layout, except:
 //   - 1-D tensors (norms, biases, ssm_a, score vectors) and the conv taps are always F32 in memory
 //     (widened when stored otherwise), so ops read them as floats;
 //   - with `widen_f16_to_f32`, every F16 tensor becomes F32 (exact): the F16 reference file then
@@ -32,6 +33,7 @@
 #include <string>
 #include <vector>
 
+#include "common/weight_arena.h"
 #include "core/experts/expert_source.h"
 #include "core/gguf/gguf.h"
 #include "core/kimi_k3/kimi_k3_config.h"
@@ -87,12 +89,9 @@ class KimiK3Model {
   bool has_routed_experts() const { return has_routed_experts_; }
 
  private:
-  struct Free {
-    void operator()(std::byte* p) const;
-  };
   KimiK3Config config_;
   std::unique_ptr<GgufFile> gguf_;
-  std::unique_ptr<std::byte, Free> arena_;
+  WeightArena arena_;
   uint64_t arena_bytes_ = 0;
   Tensor token_embd_, output_norm_, output_, output_res_score_;
   std::vector<KimiK3Layer> layers_;
