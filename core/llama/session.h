@@ -133,6 +133,8 @@ class LlamaSession final : public Session {
   RoutingObserver* observer_ = nullptr;
   MatmulOffload* offload_ = nullptr;
   std::unique_ptr<ExpertPredictor> predictor_;  // null: prefetch off
+  ExpertExchange* exchange_ = nullptr;          // expert parallelism; null: every expert here
+  std::vector<float> exchange_scratch_;         // [n_batch * n_expert_used][n_embd] with an exchange
 
   // Activations, [n_batch][...] row-major.
   std::vector<float> x_, cur_, attn_out_, ffn_out_;

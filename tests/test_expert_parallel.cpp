@@ -1,0 +1,116 @@
+// Expert parallelism across processes (`mpirun -np N sluice run ... --expert-parallel`,
+// app/expert_parallel.h): on the three llama-family reference models, 1, 2 and 3 ranks give one
+// process's greedy tokens and logits bit for bit, with every expert in core and with a streaming
+// cache at --cache-experts 25%. The runs really launch mpirun (Open MPI, scripts/setup); a missing
+// mpirun is a failure. Built without MPI (CMake found none, or a sanitizer build, which leaves MPI
+// out: Open MPI leaks at exit under LeakSanitizer), the flag is refused with one line instead.
+#include <doctest/doctest.h>
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "app/expert_parallel.h"
+#include "tests/test_support.h"
+
+namespace {
+
+using namespace sluice::test;
+namespace fs = std::filesystem;
+
+fs::path tiny(const std::string& arch) { return reference_dir() / "tiny" / arch; }
+
+std::string prompt_ids(const std::string& arch) {
+  const auto j = nlohmann::json::parse(read_text(tiny(arch) / (arch + "-q4_k_m.json")));
+  std::string s;
+  for (int32_t t : j["prompt_tokens"].get<std::vector<int32_t>>()) s += (s.empty() ? "" : ",") + std::to_string(t);
+  return s;
+}
+
+}  // namespace
+
+#ifdef SLUICE_HAVE_MPI
+
+namespace {
+
+// mpirun as CI and containers need it: root allowed, more ranks than cores, shared memory only.
+std::string mpirun(int np) {
+  return "env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl=self,vader "
+         "OMPI_MCA_btl_vader_single_copy_mechanism=none OMPI_MCA_rmaps_base_oversubscribe=1 mpirun --oversubscribe -np " +
+         std::to_string(np) + " ";
+}
+
+struct RunOutput {
+  std::string text;
+  std::vector<uint8_t> logits;
+};
+
+// `sluice run` on llama.cpp's prompt ids, 8 greedy tokens, logits of every row; np 0: no mpirun
+// and no --expert-parallel (the one-process reference).
+RunOutput run(const std::string& arch, int np, const std::string& mode) {
+  const fs::path dir = temp_dir("expert_parallel");
+  const fs::path logits = dir / "logits.f32";
+  const std::string args = "run -m '" + (tiny(arch) / (arch + "-q4_k_m.gguf")).string() + "' --tokens " +
+                           prompt_ids(arch) + " -n 8 --kv-type f32 --temp 0 --ignore-eos " + mode +
+                           " --logits-out '" + logits.string() + "'";
+  const CommandResult r = np == 0 ? run_sluice(args)
+                                  : run_command(mpirun(np) + "'" + sluice_binary() + "' " + args + " --expert-parallel");
+  CAPTURE(arch);
+  CAPTURE(np);
+  CAPTURE(mode);
+  REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+  RunOutput out{r.out, read_file(logits)};
+  fs::remove_all(dir);
+  REQUIRE(!out.logits.empty());
+  return out;
+}
+
+void check_every_rank_count(const std::string& arch) {
+  for (const std::string mode : {"--in-core", "--cache-experts 25%"}) {
+    const RunOutput one = run(arch, 0, mode);
+    for (int np : {1, 2, 3}) {
+      const RunOutput ep = run(arch, np, mode);
+      CAPTURE(arch);
+      CAPTURE(np);
+      CAPTURE(mode);
+      CHECK(ep.text == one.text);
+      CHECK(ep.logits.size() == one.logits.size());
+      CHECK_MESSAGE(ep.logits == one.logits, "logits differ from one process's");
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("mpirun -np 1, 2 and 3 sluice run --expert-parallel gives one process's tokens and logits bit for bit on deepseek2") {
+  check_every_rank_count("deepseek2");
+}
+
+TEST_CASE("mpirun -np 1, 2 and 3 sluice run --expert-parallel gives one process's tokens and logits bit for bit on qwen3moe") {
+  check_every_rank_count("qwen3moe");
+}
+
+TEST_CASE("mpirun -np 1, 2 and 3 sluice run --expert-parallel gives one process's tokens and logits bit for bit on llama-moe") {
+  check_every_rank_count("llama-moe");
+}
+
+TEST_CASE("a failing rank of an expert-parallel job ends the whole job with its error line") {
+  // Rank 0 and rank 1 both reject the model; neither may wait forever for the other.
+  const CommandResult r = run_command(mpirun(2) + "'" + sluice_binary() + "' run -m /nonexistent.gguf -p hi --expert-parallel");
+  CHECK(r.exit_code != 0);
+  CHECK(r.err.find("sluice run: error:") != std::string::npos);
+}
+
+#else
+
+TEST_CASE("a build without MPI refuses --expert-parallel with one line and a non-zero exit") {
+  const CommandResult r = run_sluice("run -m '" + (tiny("qwen3moe") / "qwen3moe-q4_k_m.gguf").string() +
+                                     "' --tokens " + prompt_ids("qwen3moe") + " -n 1 --expert-parallel");
+  CHECK(r.exit_code == 1);
+  CHECK(r.out.empty());
+  CHECK(r.err == "sluice run: error: --expert-parallel needs a sluice built with MPI (install libopenmpi-dev, e.g. "
+                 "scripts/setup, and rebuild; sanitizer builds leave MPI out)\n");
+  CHECK_FALSE(sluice::core::built_with_mpi());
+}
+
+#endif
