@@ -94,6 +94,46 @@ TEST_CASE("mpirun -np 1, 2 and 3 sluice run --expert-parallel gives one process'
   check_every_rank_count("llama-moe");
 }
 
+namespace {
+
+nlohmann::json bench_json(int np, const std::string& fraction) {
+  const std::string args = "bench -m '" + (tiny("deepseek2") / "deepseek2-q4_k_m.gguf").string() +
+                           "' --cache-experts " + fraction + " --probe-seconds 0 -n 64 --n-prompt 32 --prefetch-depth 0 --json";
+  const CommandResult r = np == 0 ? run_sluice(args) : run_command(mpirun(np) + "'" + sluice_binary() + "' " + args + " --expert-parallel");
+  CAPTURE(np);
+  REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+  return nlohmann::json::parse(r.out);
+}
+
+}  // namespace
+
+TEST_CASE("two ranks each caching half the experts hit at least as often as one process with the same expert RAM and each read about half the bytes") {
+  // deepseek2 (16 experts, 4 used): --cache-experts is a share of each rank's own experts, so two
+  // ranks at P hold P of the model between them, the arena one process at P has. Prefetch is off:
+  // hit counts then do not depend on read timing.
+  for (const std::string fraction : {"50%", "75%"}) {
+    CAPTURE(fraction);
+    const nlohmann::json one = bench_json(0, fraction);
+    const nlohmann::json two = bench_json(2, fraction);
+    REQUIRE(two.contains("expert_parallel"));
+    const nlohmann::json& ep = two["expert_parallel"];
+    REQUIRE(ep["n_ranks"] == 2);
+    CHECK(ep["total_expert_arena_bytes"].get<double>() <= one["expert_arena_bytes"].get<double>());
+    CHECK(ep["total_hit_rate"].get<double>() >= one["hit_rate"].get<double>());
+    const double single = one["read_bytes_per_token"].get<double>();
+    REQUIRE(single > 0);
+    for (const auto& rank : ep["ranks"]) {
+      CAPTURE(rank.dump());
+      const double share = rank["read_bytes_per_token"].get<double>() / single;
+      CHECK(share > 0.3);
+      CHECK(share < 0.7);
+      CHECK(rank["exchange_s_per_token"].get<double>() > 0);
+      CHECK(rank["exchange_bytes_per_token"].get<double>() > 0);
+      CHECK(rank["compute_s_per_token"].get<double>() > 0);
+    }
+  }
+}
+
 TEST_CASE("a failing rank of an expert-parallel job ends the whole job with its error line") {
   // Rank 0 and rank 1 both reject the model; neither may wait forever for the other.
   const CommandResult r = run_command(mpirun(2) + "'" + sluice_binary() + "' run -m /nonexistent.gguf -p hi --expert-parallel");
