@@ -5,8 +5,10 @@
 #include <cstring>
 #include <exception>
 #include <string>
+#include <thread>
 
 #include "common/error.h"
+#include "core/engine.h"
 
 #ifdef SLUICE_HAVE_MPI
 // The C API only: Open MPI's mpi.h would otherwise pull in its deprecated C++ bindings.
@@ -130,6 +132,70 @@ std::vector<double> ExpertParallel::gather(std::span<const double> values) {
 
 void ExpertParallel::barrier() { check(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier"); }
 
+namespace {
+void wait_polling(MPI_Request& request, const char* what) {
+  auto nap = std::chrono::microseconds(20);
+  for (;;) {
+    int done = 0;
+    check(MPI_Test(&request, &done, MPI_STATUS_IGNORE), what);
+    if (done) return;
+    std::this_thread::sleep_for(nap);
+    nap = std::min(nap * 2, std::chrono::microseconds(5000));
+  }
+}
+}  // namespace
+
+// The header goes by MPI_Ibcast on both sides (a follower may wait long for it; blocking and
+// non-blocking collectives must not be mixed); the arrays follow with MPI_Bcast.
+void ExpertParallel::send_header(int64_t n) {
+  MPI_Request request;
+  check(MPI_Ibcast(&n, 1, MPI_INT64_T, 0, MPI_COMM_WORLD, &request), "MPI_Ibcast of a serve step");
+  wait_polling(request, "MPI_Test of a serve step");
+}
+
+int64_t ExpertParallel::receive_header() {
+  int64_t n = 0;
+  MPI_Request request;
+  check(MPI_Ibcast(&n, 1, MPI_INT64_T, 0, MPI_COMM_WORLD, &request), "MPI_Ibcast of a serve step");
+  wait_polling(request, "MPI_Test of a serve step");
+  return n;
+}
+
+void ExpertParallel::lead_step(std::span<const int32_t> tokens, std::span<const int32_t> seqs,
+                               std::span<const int64_t> positions, std::span<const uint8_t> want_logits) {
+  if (n_ranks() == 1) return;
+  const int n = static_cast<int>(tokens.size());
+  send_header(n);
+  check(MPI_Bcast(const_cast<int32_t*>(tokens.data()), n, MPI_INT32_T, 0, MPI_COMM_WORLD), "MPI_Bcast of tokens");
+  check(MPI_Bcast(const_cast<int32_t*>(seqs.data()), n, MPI_INT32_T, 0, MPI_COMM_WORLD), "MPI_Bcast of sequences");
+  check(MPI_Bcast(const_cast<int64_t*>(positions.data()), n, MPI_INT64_T, 0, MPI_COMM_WORLD), "MPI_Bcast of positions");
+  check(MPI_Bcast(const_cast<uint8_t*>(want_logits.data()), n, MPI_UINT8_T, 0, MPI_COMM_WORLD), "MPI_Bcast of rows");
+}
+
+void ExpertParallel::end_steps() {
+  if (n_ranks() > 1) send_header(-1);
+}
+
+uint64_t ExpertParallel::follow_steps(Engine& engine) {
+  const size_t cap = static_cast<size_t>(engine.n_batch());
+  std::vector<int32_t> tokens(cap), seqs(cap);
+  std::vector<int64_t> positions(cap);
+  std::vector<uint8_t> want(cap);
+  for (uint64_t steps = 0;; ++steps) {
+    const int64_t n = receive_header();
+    if (n < 0) return steps;
+    if (static_cast<size_t>(n) > cap)
+      throw Error(ErrorCode::internal, "serve step of " + std::to_string(n) + " tokens exceeds the batch of " + std::to_string(cap));
+    const int c = static_cast<int>(n);
+    check(MPI_Bcast(tokens.data(), c, MPI_INT32_T, 0, MPI_COMM_WORLD), "MPI_Bcast of tokens");
+    check(MPI_Bcast(seqs.data(), c, MPI_INT32_T, 0, MPI_COMM_WORLD), "MPI_Bcast of sequences");
+    check(MPI_Bcast(positions.data(), c, MPI_INT64_T, 0, MPI_COMM_WORLD), "MPI_Bcast of positions");
+    check(MPI_Bcast(want.data(), c, MPI_UINT8_T, 0, MPI_COMM_WORLD), "MPI_Bcast of rows");
+    const size_t m = static_cast<size_t>(n);
+    engine.forward_batch({tokens.data(), m}, {seqs.data(), m}, {positions.data(), m}, {want.data(), m});
+  }
+}
+
 bool built_with_mpi() { return true; }
 
 void abort_expert_parallel(int code) {
@@ -153,6 +219,12 @@ std::vector<double> ExpertParallel::gather(std::span<const double> values) {
   return {values.begin(), values.end()};
 }
 void ExpertParallel::barrier() {}
+void ExpertParallel::lead_step(std::span<const int32_t>, std::span<const int32_t>, std::span<const int64_t>,
+                               std::span<const uint8_t>) {}
+void ExpertParallel::end_steps() {}
+uint64_t ExpertParallel::follow_steps(Engine&) { return 0; }
+void ExpertParallel::send_header(int64_t) {}
+int64_t ExpertParallel::receive_header() { return -1; }
 bool built_with_mpi() { return false; }
 void abort_expert_parallel(int) {}
 

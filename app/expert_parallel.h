@@ -28,6 +28,10 @@
 #include "core/experts/expert_exchange.h"
 
 namespace sluice::core {
+class Engine;
+}
+
+namespace sluice::core {
 
 // What one rank's exchange did so far.
 struct ExchangeStats {
@@ -61,7 +65,19 @@ class ExpertParallel {
   std::vector<double> gather(std::span<const double> values);
   void barrier();
 
+  // serve: rank 0 runs the HTTP server and the scheduler; the other ranks replay each batch step.
+  // lead_step() (rank 0, before each Engine::forward_batch) sends the step's arguments;
+  // end_steps() (rank 0, once the scheduler has stopped) releases the followers. follow_steps()
+  // (ranks > 0) runs forward_batch on each step received and returns after end_steps(). An idle
+  // follower polls with a growing sleep (up to 5 ms) instead of spinning in MPI.
+  void lead_step(std::span<const int32_t> tokens, std::span<const int32_t> seqs, std::span<const int64_t> positions,
+                 std::span<const uint8_t> want_logits);
+  void end_steps();
+  uint64_t follow_steps(Engine& engine);  // the steps followed
+
  private:
+  void send_header(int64_t n);  // n < 0: stop
+  int64_t receive_header();
   class Exchange;
   core::ExpertPartition partition_;
   std::unique_ptr<Exchange> exchange_;
