@@ -252,6 +252,9 @@ Engine::Engine(const EngineOptions& options) : options_(options) {
     source = tracked_.get();
   }
   session_ = model_->create_session(*source, *pool_, p.session);
+  if (options.session.exchange && !session_->expert_parallel())
+    throw Error(ErrorCode::unsupported, "--expert-parallel is not supported for " + std::string(arch_->name()) +
+                                            " models yet; run them without it");
 
   split_.resident_weights = model_->weight_bytes();
   split_.kv_cache = session_->kv_bytes();

@@ -186,6 +186,14 @@ TEST_CASE("sluice serve under mpirun -np 2 --expert-parallel answers concurrent 
   CHECK(std::stoll(err.substr(at + 30)) > 0);
 }
 
+TEST_CASE("an architecture whose session cannot split its experts refuses --expert-parallel by name") {
+  const CommandResult r = run_command(mpirun(2) + "'" + sluice_binary() + "' run -m '" +
+                                      (reference_dir() / "kimi-k3" / "kimi-k3-q4_k_m.gguf").string() +
+                                      "' -p hi -n 1 --expert-parallel");
+  CHECK(r.exit_code != 0);
+  CHECK(r.err.find("sluice run: error: --expert-parallel is not supported for kimi-k3 models yet") != std::string::npos);
+}
+
 TEST_CASE("a failing rank of an expert-parallel job ends the whole job with its error line") {
   // Rank 0 and rank 1 both reject the model; neither may wait forever for the other.
   const CommandResult r = run_command(mpirun(2) + "'" + sluice_binary() + "' run -m /nonexistent.gguf -p hi --expert-parallel");

@@ -70,6 +70,9 @@ class Session {
   virtual int64_t n_batch() const = 0;
   virtual int64_t n_seq() const = 0;
   virtual bool can_rewind() const = 0;
+  // Whether forward() honours SessionOptions::exchange (computes only its rank's experts and
+  // exchanges the rest). The engine refuses --expert-parallel for a session that does not.
+  virtual bool expert_parallel() const { return false; }
   virtual void set_routing_observer(RoutingObserver* observer) = 0;
   virtual int prefetch_depth() const = 0;
   virtual uint64_t kv_bytes() const = 0;               // every sequence
