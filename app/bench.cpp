@@ -10,6 +10,7 @@
 
 #include "common/error.h"
 #include "app/decode_meter.h"
+#include "app/expert_parallel.h"
 #include "app/routing_stats.h"
 #include "app/trace_recorder.h"
 
@@ -178,6 +179,9 @@ BenchResult run_bench(const BenchOptions& options) {
     if (engine.prefetcher()) c.predicted = engine.prefetcher()->stats().total;
     return c;
   });
+  const ExchangeStats exchange_before = options.parallel ? options.parallel->stats() : ExchangeStats{};
+  cache::CacheCounters counters_before;
+  if (engine.cache()) counters_before = engine.cache()->stats().total;
   meter.start();
   for (int s = 0; s < options.n_gen; ++s) {
     logits = engine.forward({&token, 1}, options.n_prompt + s, false);
@@ -185,6 +189,24 @@ BenchResult run_bench(const BenchOptions& options) {
     meter.token_done(s);
   }
   const DecodeFigures f = meter.figures(options.disk_gbps_raw);
+  {
+    const double decode_s = since(t_origin), n = options.n_gen;
+    r.decode_s_per_token = decode_s / n;
+    if (options.parallel) {
+      const ExchangeStats x = options.parallel->stats();
+      r.exchange_s_per_token = (x.seconds - exchange_before.seconds) / n;
+      r.exchange_bytes_per_token = static_cast<double>(x.bytes_received - exchange_before.bytes_received) / n;
+    }
+    double io_wait_s = 0;
+    if (engine.cache()) {
+      const cache::CacheCounters c = engine.cache()->stats().total;
+      r.decode_hits = c.hits - counters_before.hits;
+      r.decode_misses = c.misses - counters_before.misses;
+      io_wait_s = static_cast<double>(c.io_wait_ns - counters_before.io_wait_ns) / 1e9;
+      r.expert_arena_bytes = engine.budget().expert_arena;
+    }
+    r.compute_s_per_token = std::max(0.0, r.decode_s_per_token - r.exchange_s_per_token - io_wait_s / n);
+  }
   r.fault_report = engine.describe_faults();
   r.decode_first8_tok_s = f.decode_first8_tok_s;
   r.decode_tok_s = f.decode_tok_s;

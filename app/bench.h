@@ -42,6 +42,7 @@
 namespace sluice::core {
 
 class TraceRecorder;  // app/trace_recorder.h
+class ExpertParallel;  // app/expert_parallel.h
 
 struct BenchOptions {
   EngineOptions engine;
@@ -55,6 +56,9 @@ struct BenchOptions {
   TraceRecorder* recorder = nullptr;
   // --warm (engine.warm_profile): called as the preload lands (bytes done, bytes total).
   std::function<void(uint64_t, uint64_t)> warm_progress;
+  // --expert-parallel: the job this rank belongs to (engine.session.exchange is its exchange);
+  // null: one process.
+  const ExpertParallel* parallel = nullptr;
 };
 
 struct BenchLayer {
@@ -106,6 +110,13 @@ struct BenchResult {
   double gpu_h2d_gbps = 0, gpu_cpu_matvec_gbps = 0;
   std::string fault_report;  // Engine::describe_faults(): empty without --io-faults
   std::vector<std::string> notices;  // Engine::notices(): what the engine chose or could not do
+  // Decode phase, this rank (with --expert-parallel; one process: the exchange fields are 0).
+  // Time per token splits into IO wait (io_wait_share), the exchange of expert outputs
+  // (exchange_s_per_token, which includes waiting for slower ranks) and compute (the rest).
+  uint64_t decode_hits = 0, decode_misses = 0;  // demand accesses of the expert cache
+  uint64_t expert_arena_bytes = 0;
+  double decode_s_per_token = 0, compute_s_per_token = 0, exchange_s_per_token = 0;
+  double exchange_bytes_per_token = 0;  // received from the other ranks
 };
 
 BenchResult run_bench(const BenchOptions& options);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "app/expert_parallel.h"
 #include "common/error.h"
 
 namespace sluice::core {
@@ -113,6 +114,7 @@ Scheduler::~Scheduler() {
   }
   cv_.notify_all();
   if (thread_.joinable()) thread_.join();
+  if (options_.parallel) options_.parallel->end_steps();
   engine_.session().set_routing_observer(nullptr);
   for (auto& g : queue_) g->finish(FinishReason::cancelled, "the server is shutting down");
   for (Slot& s : slots_)
@@ -274,6 +276,9 @@ void Scheduler::step() {
   ++stamp_;
   step_pairs_ = step_distinct_ = 0;
   const auto t0 = Clock::now();
+  if (options_.parallel)
+    options_.parallel->lead_step({batch_tokens_.data(), n}, {batch_seqs_.data(), n}, {batch_pos_.data(), n},
+                                 {batch_want_.data(), n});
   const std::span<const float> logits =
       engine_.forward_batch({batch_tokens_.data(), n}, {batch_seqs_.data(), n}, {batch_pos_.data(), n},
                             {batch_want_.data(), n});

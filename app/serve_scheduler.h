@@ -83,9 +83,14 @@ class Generation {
   int skipped_ = 0;  // times a younger request was admitted first
 };
 
+class ExpertParallel;  // app/expert_parallel.h
+
 struct SchedulerOptions {
   int64_t max_queue = 16;  // waiting requests beyond the active ones; more -> submit() refuses
   int max_skips = 4;       // bound on how often admission may pass a request over
+  // --expert-parallel on rank 0: each batch step is sent to the other ranks before it runs, and
+  // they are released when the scheduler stops. Null: one process.
+  ExpertParallel* parallel = nullptr;
 };
 
 struct SchedulerMetrics {

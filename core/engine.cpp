@@ -242,11 +242,19 @@ Engine::Engine(const EngineOptions& options) : options_(options) {
   // With --gpu the session sees the experts through a TrackedExpertSource, so the VRAM tier
   // knows which expert a pinned view belongs to.
   ExpertSource* source = experts_.get();
+  // Expert parallelism: this rank's speculation reads only its own experts.
+  if (const ExpertExchange* x = options.session.exchange) {
+    partitioned_ = std::make_unique<PartitionedExpertSource>(*source, x->partition(), model_->expert_geometry().n_expert);
+    source = partitioned_.get();
+  }
   if (options.gpu) {
-    tracked_ = std::make_unique<TrackedExpertSource>(*experts_, static_cast<int>(model_->expert_geometry().n_expert));
+    tracked_ = std::make_unique<TrackedExpertSource>(*source, static_cast<int>(model_->expert_geometry().n_expert));
     source = tracked_.get();
   }
   session_ = model_->create_session(*source, *pool_, p.session);
+  if (options.session.exchange && !session_->expert_parallel())
+    throw Error(ErrorCode::unsupported, "--expert-parallel is not supported for " + std::string(arch_->name()) +
+                                            " models yet; run them without it");
 
   split_.resident_weights = model_->weight_bytes();
   split_.kv_cache = session_->kv_bytes();
@@ -321,8 +329,17 @@ void Engine::attach_expert_cache(uint64_t all_experts_arena, const Error& too_sm
     if (options.budget_bytes < fixed + split_.expert_min) throw too_small;
     arena_budget = std::min(all_experts_arena, options.budget_bytes - fixed);
   } else if (options.cache_experts > 0) {
-    arena_budget = std::max<uint64_t>(split_.expert_min,
-                                      static_cast<uint64_t>(std::ceil(options.cache_experts * static_cast<double>(all_experts_arena))));
+    // With expert parallelism the share is of this rank's experts: N ranks at 25% hold 25% of
+    // the model between them, the RAM one process at 25% uses.
+    double share = 1.0;
+    if (const ExpertExchange* x = options.session.exchange) {
+      const int64_t n_expert = model_->expert_geometry().n_expert;
+      share = static_cast<double>(x->partition().owned_count(n_expert, x->partition().rank)) /
+              static_cast<double>(std::max<int64_t>(n_expert, 1));
+    }
+    arena_budget = std::max<uint64_t>(
+        split_.expert_min,
+        static_cast<uint64_t>(std::ceil(options.cache_experts * share * static_cast<double>(all_experts_arena))));
     arena_budget = std::min(arena_budget, all_experts_arena);
   }
   cache::ShardCacheOptions copts;

@@ -55,7 +55,9 @@
 #include "cache/warm_start.h"
 #include "core/arch/architecture.h"
 #include "core/arch/session.h"
+#include "core/experts/expert_exchange.h"
 #include "core/experts/expert_source.h"
+#include "core/experts/partitioned_expert_source.h"
 #include "core/experts/streamed_experts.h"
 #include "core/experts/tracked_expert_source.h"
 #include "core/gpu/gpu_tier.h"
@@ -189,6 +191,7 @@ class Engine {
   std::vector<cache::ShardKey> warm_keys_;
   std::unique_ptr<ExpertSource> experts_;
   CachedExpertSource* streamed_ = nullptr;  // experts_ when streaming
+  std::unique_ptr<PartitionedExpertSource> partitioned_;  // over experts_ with an exchange
   std::unique_ptr<TrackedExpertSource> tracked_;  // over experts_ with --gpu
   std::unique_ptr<io::Reader> layer_reader_;  // the layer cache reaps its own completions
   LayerStream* layers_ = nullptr;             // owned by model_; null when every layer is resident

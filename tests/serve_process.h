@@ -31,10 +31,14 @@ class ServeProcess {
  public:
   // args: everything after `sluice serve` (without --port); throws std::runtime_error when the
   // server does not come up within the timeout (the message carries its stderr).
-  explicit ServeProcess(const std::vector<std::string>& args, int timeout_s = 120) {
+  // `launcher`: a command the server runs under (e.g. env ... mpirun -np 2), found on PATH.
+  explicit ServeProcess(const std::vector<std::string>& args, int timeout_s = 120,
+                        const std::vector<std::string>& launcher = {}) {
     dir_ = temp_dir("serve");
     err_path_ = (dir_ / "err").string();
-    std::vector<std::string> argv_s{binary(), "serve", "--port", "0", "--host", "127.0.0.1"};
+    std::vector<std::string> argv_s = launcher;
+    for (const char* a : {"serve", "--port", "0", "--host", "127.0.0.1"}) argv_s.push_back(a);
+    argv_s.insert(argv_s.begin() + static_cast<std::ptrdiff_t>(launcher.size()), binary());
     argv_s.insert(argv_s.end(), args.begin(), args.end());
     std::vector<char*> argv;
     for (auto& a : argv_s) argv.push_back(a.data());
@@ -44,7 +48,7 @@ class ServeProcess {
     posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
     posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
     posix_spawn_file_actions_addopen(&fa, 2, err_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    const int rc = posix_spawn(&pid_, argv[0], &fa, nullptr, argv.data(), environ);
+    const int rc = posix_spawnp(&pid_, argv[0], &fa, nullptr, argv.data(), environ);
     posix_spawn_file_actions_destroy(&fa);
     if (rc != 0) throw std::runtime_error("cannot start " + argv_s[0]);
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);

@@ -21,6 +21,7 @@
 #include "io/pread_reader.h"
 #include "io/fault_reader.h"
 #include "tools/commands.h"
+#include "tools/expert_parallel_flag.h"
 #include "tools/session_flags.h"
 #include "tools/memory_flags.h"
 #include "tools/progress_bar.h"
@@ -30,6 +31,69 @@
 namespace sluice::tools {
 
 namespace {
+
+// --expert-parallel: one row per rank of one run's decode figures, gathered on rank 0.
+struct RankRow {
+  double hit_rate, hits, misses, decode_bytes_read, read_bytes_per_token, disk_gbps_achieved, decode_tok_s,
+      decode_s_per_token, compute_s_per_token, exchange_s_per_token, exchange_bytes_per_token, io_wait_share,
+      expert_arena_bytes;
+};
+constexpr size_t kRankFields = sizeof(RankRow) / sizeof(double);
+
+std::vector<RankRow> gather_ranks(core::ExpertParallel& ep, const core::BenchResult& r) {
+  const RankRow mine{r.hit_rate, static_cast<double>(r.decode_hits), static_cast<double>(r.decode_misses),
+                     static_cast<double>(r.decode_bytes_read), r.read_bytes_per_token, r.disk_gbps_achieved,
+                     r.decode_tok_s, r.decode_s_per_token, r.compute_s_per_token, r.exchange_s_per_token,
+                     r.exchange_bytes_per_token, r.io_wait_share, static_cast<double>(r.expert_arena_bytes)};
+  const std::vector<double> all = ep.gather({reinterpret_cast<const double*>(&mine), kRankFields});
+  std::vector<RankRow> rows(all.size() / kRankFields);
+  std::memcpy(rows.data(), all.data(), rows.size() * sizeof(RankRow));
+  return rows;
+}
+
+// Hits over demand accesses of every rank's cache together (1 when nothing was accessed).
+double total_hit_rate(const std::vector<RankRow>& rows) {
+  double h = 0, a = 0;
+  for (const auto& x : rows) h += x.hits, a += x.hits + x.misses;
+  return a > 0 ? h / a : 1.0;
+}
+
+nlohmann::json ranks_json(const std::vector<RankRow>& rows) {
+  nlohmann::json ranks = nlohmann::json::array();
+  double arena = 0;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const RankRow& x = rows[i];
+    arena += x.expert_arena_bytes;
+    ranks.push_back({{"rank", i},
+                     {"hit_rate", x.hit_rate},
+                     {"hits", x.hits},
+                     {"misses", x.misses},
+                     {"decode_bytes_read", x.decode_bytes_read},
+                     {"read_bytes_per_token", x.read_bytes_per_token},
+                     {"disk_gbps_achieved", x.disk_gbps_achieved},
+                     {"decode_tok_s", x.decode_tok_s},
+                     {"compute_s_per_token", x.compute_s_per_token},
+                     {"exchange_s_per_token", x.exchange_s_per_token},
+                     {"exchange_bytes_per_token", x.exchange_bytes_per_token},
+                     {"io_wait_share", x.io_wait_share},
+                     {"expert_arena_bytes", x.expert_arena_bytes}});
+  }
+  return {{"n_ranks", rows.size()}, {"total_hit_rate", total_hit_rate(rows)}, {"total_expert_arena_bytes", arena},
+          {"ranks", ranks}};
+}
+
+void print_ranks(const std::vector<RankRow>& rows) {
+  std::printf("expert parallel, %zu ranks: total hit %.1f%%\n", rows.size(), total_hit_rate(rows) * 100);
+  std::printf("%6s %8s %10s %8s %9s %11s %11s %10s %10s\n", "rank", "hit", "MB/token", "GB/s", "decode", "compute ms",
+              "exchange ms", "xchg KB", "arena");
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const RankRow& x = rows[i];
+    std::printf("%6zu %7.1f%% %10.3f %8.2f %9.2f %11.3f %11.3f %10.1f %10s\n", i, x.hit_rate * 100,
+                x.read_bytes_per_token / 1e6, x.disk_gbps_achieved, x.decode_tok_s, x.compute_s_per_token * 1e3,
+                x.exchange_s_per_token * 1e3, x.exchange_bytes_per_token / 1e3,
+                human_bytes(static_cast<uint64_t>(x.expert_arena_bytes)).c_str());
+  }
+}
 
 std::vector<std::string> split_list(const std::string& text) {
   std::vector<std::string> out;
@@ -79,6 +143,13 @@ nlohmann::json to_json(const core::BenchResult& r) {
           {"decode_tok_s", r.decode_tok_s},
           {"decode_first8_tok_s", r.decode_first8_tok_s},
           {"hit_rate", r.hit_rate},
+          {"decode_hits", r.decode_hits},
+          {"decode_misses", r.decode_misses},
+          {"expert_arena_bytes", r.expert_arena_bytes},
+          {"decode_s_per_token", r.decode_s_per_token},
+          {"compute_s_per_token", r.compute_s_per_token},
+          {"exchange_s_per_token", r.exchange_s_per_token},
+          {"exchange_bytes_per_token", r.exchange_bytes_per_token},
           {"hit_rate_first8", r.hit_rate_first8},
           {"hit_rate_steady", r.hit_rate_steady},
           {"read_bytes_per_token_first8", r.read_bytes_per_token_first8},
@@ -198,6 +269,7 @@ int cmd_bench_model(int argc, char** argv) {
       ("plot", "write an SVG of tok/s and hit rate vs budget", cxxopts::value<std::string>())
       ("h,help", "show this help");
   add_routing_options(options);
+  add_expert_parallel_option(options);
   auto args = options.parse(argc, argv);
   if (args.count("help")) {
     std::cout << options.help();
@@ -235,6 +307,10 @@ int cmd_bench_model(int argc, char** argv) {
   base.engine.gpu_options.policy = args["vram-policy"].as<std::string>();
   core::VramExpertCache::parse_policy(base.engine.gpu_options.policy);
   if (base.engine.gpu) core::require_gpu();  // before probing the disk
+  const std::unique_ptr<core::ExpertParallel> ep = join_expert_parallel(args, base.engine);
+  base.parallel = ep.get();
+  const bool leader = !ep || ep->leader();
+  quiet_follower_stdout(ep.get());
   RoutingOutputs routing(args, path);
   base.engine.warm_profile = routing.warm_profile();
   base.recorder = routing.recorder();
@@ -291,6 +367,7 @@ int cmd_bench_model(int argc, char** argv) {
   }
 
   std::vector<core::BenchResult> results;
+  std::vector<std::vector<RankRow>> rank_rows;  // per run, with --expert-parallel (rank 0)
   std::vector<std::string> said;  // notices already printed (a sweep repeats them)
   for (auto& o : runs) {
     o.disk_gbps_raw = disk_raw;
@@ -299,6 +376,8 @@ int cmd_bench_model(int argc, char** argv) {
     results.push_back(core::run_bench(o));
     bar.finish();
     const auto& r = results.back();
+    if (ep) rank_rows.push_back(gather_ranks(*ep, r));
+    if (!leader) continue;
     for (const auto& notice : r.notices) {
       if (std::find(said.begin(), said.end(), notice) != said.end()) continue;
       said.push_back(notice);
@@ -311,14 +390,20 @@ int cmd_bench_model(int argc, char** argv) {
     }
     if (!r.fault_report.empty()) std::fprintf(stderr, "sluice bench: %s\n", r.fault_report.c_str());
   }
+  if (!leader) return 0;
   routing.write("bench");
 
+  auto run_json = [&](size_t i) {
+    nlohmann::json j = to_json(results[i]);
+    if (ep) j["expert_parallel"] = ranks_json(rank_rows[i]);
+    return j;
+  };
   if (json) {
     if (results.size() == 1) {
-      std::cout << to_json(results[0]).dump(1) << "\n";
+      std::cout << run_json(0).dump(1) << "\n";
     } else {
       nlohmann::json a = nlohmann::json::array();
-      for (const auto& r : results) a.push_back(to_json(r));
+      for (size_t i = 0; i < results.size(); ++i) a.push_back(run_json(i));
       std::cout << a.dump(1) << "\n";
     }
   } else {
@@ -333,6 +418,7 @@ int cmd_bench_model(int argc, char** argv) {
                   maybe_text(r.ceiling_tok_s, "%.2f").c_str(), maybe_text(r.achieved_over_ceiling, "%.2f").c_str(),
                   r.io_wait_share * 100, human_bytes(r.peak_rss_bytes).c_str());
     }
+    for (const auto& rows : rank_rows) print_ranks(rows);
     std::vector<std::string> notes;
     for (const auto& r : results) {
       if (!r.ceiling_note.empty() && std::find(notes.begin(), notes.end(), r.ceiling_note) == notes.end()) {

@@ -23,6 +23,7 @@
 #include "io/fault_reader.h"
 #include "kernels/thread_pool.h"
 #include "tools/commands.h"
+#include "tools/expert_parallel_flag.h"
 #include "tools/llama_flags.h"
 #include "tools/session_flags.h"
 #include "tools/memory_flags.h"
@@ -185,6 +186,7 @@ int cmd_run(int argc, char** argv) {
       ("h,help", "show this help");
   add_routing_options(options);
   add_kv_type_options(options);
+  add_expert_parallel_option(options);
   LlamaArgv llama_argv(argc, argv);
   auto args = options.parse(llama_argv.argc(), llama_argv.argv());
   if (args.count("help")) {
@@ -244,6 +246,10 @@ int cmd_run(int argc, char** argv) {
     eo.in_core = true;
   }
 
+  // Every rank runs the whole command (same tokens, same sampler): rank 0 prints and writes files.
+  const std::unique_ptr<core::ExpertParallel> ep = join_expert_parallel(args, eo);
+  const bool leader = !ep || ep->leader();
+  quiet_follower_stdout(ep.get());
   RoutingOutputs routing(args, model_path);
   eo.warm_profile = routing.warm_profile();
   const auto t_load = Clock::now();
@@ -293,7 +299,7 @@ int cmd_run(int argc, char** argv) {
                         engine.n_vocab());
 
   std::ofstream logits_out;
-  if (args.count("logits-out")) {
+  if (args.count("logits-out") && leader) {
     logits_out.open(args["logits-out"].as<std::string>(), std::ios::binary | std::ios::trunc);
     if (!logits_out)
       throw Error(ErrorCode::io_error, "cannot write --logits-out '" + args["logits-out"].as<std::string>() + "'");
@@ -353,7 +359,7 @@ int cmd_run(int argc, char** argv) {
                prompt.size(), prompt_s, prompt.size() / std::max(prompt_s, 1e-9), generated, gen_s,
                generated / std::max(gen_s, 1e-9));
   stats.summary(gen_s);
-  routing.write("run");
+  if (leader) routing.write("run");
   if (const std::string faults = engine.describe_faults(); !faults.empty())
     std::fprintf(stderr, "sluice run: %s\n", faults.c_str());
   return 0;

@@ -19,6 +19,7 @@
 #include "app/serve_scheduler.h"
 #include "core/text/tokenizer.h"
 #include "tools/commands.h"
+#include "tools/expert_parallel_flag.h"
 #include "tools/llama_flags.h"
 #include "tools/session_flags.h"
 #include "tools/memory_flags.h"
@@ -243,6 +244,7 @@ int cmd_serve(int argc, char** argv) {
       (kVerifyFlag, kVerifyFlagHelp, cxxopts::value<std::string>()->default_value("on"))
       ("h,help", "show this help");
   add_kv_type_options(options);
+  add_expert_parallel_option(options);
   LlamaArgv llama_argv(argc, argv);
   auto args = options.parse(llama_argv.argc(), llama_argv.argv());
   if (args.count("help")) {
@@ -294,13 +296,20 @@ int cmd_serve(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
   std::signal(SIGPIPE, SIG_IGN);
 
+  // --expert-parallel: rank 0 serves HTTP and leads every batch step; the other ranks follow them.
+  const std::unique_ptr<core::ExpertParallel> ep = join_expert_parallel(args, eo);
   core::Engine engine(eo);
+  if (ep && !ep->leader()) {
+    const uint64_t steps = ep->follow_steps(engine);
+    std::fprintf(stderr, "sluice serve: rank %d followed %llu batch steps\n", ep->rank(), static_cast<unsigned long long>(steps));
+    return 0;
+  }
   for (const auto& notice : engine.notices()) std::fprintf(stderr, "sluice serve: %s\n", notice.c_str());
   const core::Tokenizer tokenizer = core::Tokenizer::from_gguf(engine.model().gguf());
   const core::ChatTemplate chat =
       core::ChatTemplate::for_model(engine.model().gguf(), tokenizer, args["chat-template"].as<std::string>());
   if (!chat.notice().empty()) std::fprintf(stderr, "sluice serve: %s\n", chat.notice().c_str());
-  core::Scheduler scheduler(engine, tokenizer, {.max_queue = queue});
+  core::Scheduler scheduler(engine, tokenizer, {.max_queue = queue, .parallel = ep.get()});
 
   Server s;
   s.engine = &engine;

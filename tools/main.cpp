@@ -6,6 +6,7 @@
 
 #include <cxxopts.hpp>
 
+#include "app/expert_parallel.h"
 #include "common/error.h"
 #include "tools/commands.h"
 
@@ -61,16 +62,20 @@ int main(int argc, char** argv) {
       return c.run(argc - 1, argv + 1);
     } catch (const sluice::Error& e) {
       std::fprintf(stderr, "sluice %s: error: %s\n", c.name, e.what());
+      sluice::core::abort_expert_parallel(1);
       return 1;
     } catch (const cxxopts::exceptions::exception& e) {
       std::fprintf(stderr, "sluice %s: error: %s (see 'sluice %s --help')\n", c.name, e.what(), c.name);
+      sluice::core::abort_expert_parallel(2);
       return 2;
     } catch (const std::bad_alloc&) {
       std::fprintf(stderr, "sluice %s: error: out of memory (a --budget within this machine's RAM, or a smaller -c, "
                            "keeps sluice inside it)\n", c.name);
+      sluice::core::abort_expert_parallel(1);
       return 1;
     } catch (const std::exception& e) {
       std::fprintf(stderr, "sluice %s: internal error: %s\n", c.name, e.what());
+      sluice::core::abort_expert_parallel(1);
       return 1;
     }
   }

@@ -24,6 +24,8 @@
 
 namespace sluice::core {
 
+class ExpertExchange;
+
 struct SessionOptions {
   int64_t n_ctx = 0;                 // 0: min(training context, 4096)
   int64_t n_batch = 512;             // most tokens per forward() call
@@ -33,6 +35,10 @@ struct SessionOptions {
   // MoE layers and hand them to ExpertSource::prefetch. 0: off. Never changes results. An
   // architecture without a predictor ignores it (Session::prefetch_depth() says 0).
   int prefetch_depth = 0;
+  // Expert parallelism (core/experts/expert_exchange.h): this rank computes only the routed
+  // experts the exchange's partition gives it and receives the others' outputs. Null: one
+  // process computes every expert. Not owned; outlives the session.
+  ExpertExchange* exchange = nullptr;
 };
 
 // One MoE routing decision: experts in selection order (descending score), their final mixing
@@ -64,6 +70,9 @@ class Session {
   virtual int64_t n_batch() const = 0;
   virtual int64_t n_seq() const = 0;
   virtual bool can_rewind() const = 0;
+  // Whether forward() honours SessionOptions::exchange (computes only its rank's experts and
+  // exchanges the rest). The engine refuses --expert-parallel for a session that does not.
+  virtual bool expert_parallel() const { return false; }
   virtual void set_routing_observer(RoutingObserver* observer) = 0;
   virtual int prefetch_depth() const = 0;
   virtual uint64_t kv_bytes() const = 0;               // every sequence

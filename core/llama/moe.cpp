@@ -3,6 +3,7 @@
 #include <cstring>
 #include <limits>
 
+#include "core/experts/expert_exchange.h"
 #include "core/llama/router.h"
 #include "core/llama/session.h"
 #include "kernels/activations.h"
@@ -38,9 +39,10 @@ void LlamaSession::ffn_moe(int64_t il, int64_t n, float* out) {
   const int64_t X = c.n_expert, K = c.n_expert_used, E = c.n_embd, F = c.n_ff_exp;
   route(il, n);
 
-  // Distinct experts of the batch, ascending.
+  // Distinct experts of the batch, ascending (with expert parallelism: those this rank owns).
   int64_t n_list = 0;
   for (int64_t e = 0; e < X; ++e) {
+    if (!computes_expert(exchange_, static_cast<int>(il), static_cast<int32_t>(e))) continue;
     bool used = false;
     for (int64_t i = 0; i < n * K && !used; ++i) used = route_ids_[sz(i)] == e;
     if (used) expert_list_[sz(n_list++)] = static_cast<int32_t>(e);
@@ -82,6 +84,10 @@ void LlamaSession::ffn_moe(int64_t il, int64_t n, float* out) {
       }
     }
   }
+  // Other ranks' (token, slot) rows (core/experts/expert_exchange.h).
+  if (exchange_)
+    exchange_->exchange(static_cast<int>(il), {route_ids_.data(), sz(n * K)}, E, {expert_out_.data(), sz(n * K * E)},
+                        exchange_scratch_);
   // Sum in routing order: ((e0 + e1) + e2) + ...
   for (int64_t t = 0; t < n; ++t) {
     float* o = out + t * E;

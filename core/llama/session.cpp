@@ -30,7 +30,7 @@ struct LlamaSession::Sizes {
   size_t x = 0, cur = 0, attn_out = 0, ffn_out = 0, q = 0, k = 0, v = 0, qa = 0, kva = 0, qcur = 0, kqv = 0,
          heads_out = 0, head_in = 0, head_res = 0, ffn_g = 0, ffn_u = 0, sh_out = 0, router_logits = 0,
          router_scratch = 0, route_w = 0, expert_out = 0, xe = 0, ge = 0, ue = 0, de = 0, rope_cache = 0,
-         logits = 0;                                                        // floats
+         logits = 0, exchange = 0;                                                 // floats
   size_t route_ids = 0, route_groups = 0, expert_list = 0, gather = 0;   // int32 (pending_: expert_list)
   size_t mm_scratch = 0, slots = 0, slot_bytes = 0, predictor = 0;       // bytes
   size_t pos = 0, seqs = 0;  // per token: pos_ (int64) + seq_ (int32) + runs_ (int64, +1); per sequence: 2 int64
@@ -39,7 +39,7 @@ struct LlamaSession::Sizes {
   uint64_t bytes() const {
     uint64_t f = x + cur + attn_out + ffn_out + q + k + v + qa + kva + qcur + kqv + heads_out + head_in + head_res +
                  ffn_g + ffn_u + sh_out + router_logits + router_scratch + route_w + expert_out + xe + ge + ue + de +
-                 rope_cache + logits;
+                 rope_cache + logits + exchange;
     return 4 * (f + route_ids + route_groups + 2 * expert_list + gather) + mm_scratch + slots + predictor +
            8 * pos + 4 * pos + 8 * (pos + 1) + 16 * seqs;
   }
@@ -90,6 +90,7 @@ struct LlamaSession::Sizes {
       z.route_ids = z.route_w = sz(B * K);
       z.route_groups = sz(B * c.n_group_used);
       z.expert_out = sz(B * K * E);
+      if (o.exchange) z.exchange = z.expert_out;
       z.expert_list = sz(X);
       z.gather = sz(B * K);
       z.xe = z.de = z.sh_out = sz(B * E);
@@ -164,6 +165,8 @@ LlamaSession::LlamaSession(const Model& model, ExpertSource& experts, kernels::T
   router_scratch_.resize(z.router_scratch);
   route_w_.resize(z.route_w);
   expert_out_.resize(z.expert_out);
+  exchange_scratch_.resize(z.exchange);
+  exchange_ = o.exchange;
   xe_.resize(z.xe);
   ge_.resize(z.ge);
   ue_.resize(z.ue);

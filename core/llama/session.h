@@ -88,6 +88,7 @@ class LlamaSession final : public Session {
   int64_t n_batch() const override { return n_batch_; }
   const KvCache& kv_cache(int64_t seq = 0) const { return kv_[static_cast<size_t>(seq)]; }
   bool can_rewind() const override { return true; }
+  bool expert_parallel() const override { return true; }
   uint64_t recurrent_state_bytes() const override { return 0; }
   uint64_t kv_bytes() const override { return kv_[0].bytes() * kv_.size(); }  // all sequences
   int prefetch_depth() const override { return predictor_ ? predictor_->depth() : 0; }
@@ -133,6 +134,8 @@ class LlamaSession final : public Session {
   RoutingObserver* observer_ = nullptr;
   MatmulOffload* offload_ = nullptr;
   std::unique_ptr<ExpertPredictor> predictor_;  // null: prefetch off
+  ExpertExchange* exchange_ = nullptr;          // expert parallelism; null: every expert here
+  std::vector<float> exchange_scratch_;         // [n_batch * n_expert_used][n_embd] with an exchange
 
   // Activations, [n_batch][...] row-major.
   std::vector<float> x_, cur_, attn_out_, ffn_out_;

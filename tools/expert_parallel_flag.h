@@ -1,0 +1,24 @@
+// --expert-parallel: the flag run, bench and serve share (app/expert_parallel.h).
+#pragma once
+
+#include <cxxopts.hpp>
+#include <memory>
+
+#include "app/expert_parallel.h"
+#include "core/engine.h"
+
+namespace sluice::tools {
+
+inline constexpr const char* kExpertParallelFlag = "expert-parallel";
+inline constexpr const char* kExpertParallelHelp =
+    "under mpirun -np N: split the routed experts across the N ranks (each reads, caches and computes its "
+    "own; --budget and --cache-experts are per rank, --cache-experts a share of the rank's experts)";
+
+void add_expert_parallel_option(cxxopts::Options& options);
+// With --expert-parallel: joins the MPI job and points `eo` at its exchange; null otherwise.
+// Error(unsupported) in a build without MPI.
+std::unique_ptr<core::ExpertParallel> join_expert_parallel(const cxxopts::ParseResult& args, core::EngineOptions& eo);
+// Rank > 0 of a job: stdout goes to /dev/null (rank 0 prints the text; every rank computes it).
+void quiet_follower_stdout(const core::ExpertParallel* ep);
+
+}  // namespace sluice::tools
