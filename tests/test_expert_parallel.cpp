@@ -1,7 +1,7 @@
 // Expert parallelism across processes (`mpirun -np N sluice run ... --expert-parallel`,
-// app/expert_parallel.h): on the three llama-family reference models, 1, 2 and 3 ranks give one
-// process's greedy tokens and logits bit for bit, with every expert in core and with a streaming
-// cache at --cache-experts 25%. The runs really launch mpirun (Open MPI, scripts/setup); a missing
+// app/expert_parallel.h): on the three llama-family reference models (1, 2 and 3 ranks) and on
+// kimi-k3 (2 and 3 ranks) they give one process's greedy tokens and logits bit for bit, with every
+// expert in core and with a streaming cache at --cache-experts 25%. The runs really launch mpirun (Open MPI, scripts/setup); a missing
 // mpirun is a failure. Built without MPI (CMake found none, or a sanitizer build, which leaves MPI
 // out: Open MPI leaks at exit under LeakSanitizer), the flag is refused with one line instead.
 #include <doctest/doctest.h>
@@ -21,12 +21,15 @@ namespace fs = std::filesystem;
 
 fs::path tiny(const std::string& arch) { return reference_dir() / "tiny" / arch; }
 
-std::string prompt_ids(const std::string& arch) {
-  const auto j = nlohmann::json::parse(read_text(tiny(arch) / (arch + "-q4_k_m.json")));
+// llama.cpp's prompt ids from a reference JSON, comma-separated for --tokens.
+std::string prompt_ids_in(const fs::path& json) {
+  const auto j = nlohmann::json::parse(read_text(json));
   std::string s;
   for (int32_t t : j["prompt_tokens"].get<std::vector<int32_t>>()) s += (s.empty() ? "" : ",") + std::to_string(t);
   return s;
 }
+
+std::string prompt_ids(const std::string& arch) { return prompt_ids_in(tiny(arch) / (arch + "-q4_k_m.json")); }
 
 }  // namespace
 
@@ -46,17 +49,16 @@ struct RunOutput {
   std::vector<uint8_t> logits;
 };
 
-// `sluice run` on llama.cpp's prompt ids, 8 greedy tokens, logits of every row; np 0: no mpirun
-// and no --expert-parallel (the one-process reference).
-RunOutput run(const std::string& arch, int np, const std::string& mode) {
+// `sluice run` of `model` on llama.cpp's prompt ids, 8 greedy tokens, logits of every row; np 0:
+// no mpirun and no --expert-parallel (the one-process reference).
+RunOutput run(const fs::path& model, const std::string& ids, int np, const std::string& mode) {
   const fs::path dir = temp_dir("expert_parallel");
   const fs::path logits = dir / "logits.f32";
-  const std::string args = "run -m '" + (tiny(arch) / (arch + "-q4_k_m.gguf")).string() + "' --tokens " +
-                           prompt_ids(arch) + " -n 8 --kv-type f32 --temp 0 --ignore-eos " + mode +
-                           " --logits-out '" + logits.string() + "'";
+  const std::string args = "run -m '" + model.string() + "' --tokens " + ids +
+                           " -n 8 --kv-type f32 --temp 0 --ignore-eos " + mode + " --logits-out '" + logits.string() + "'";
   const CommandResult r = np == 0 ? run_sluice(args)
                                   : run_command(mpirun(np) + "'" + sluice_binary() + "' " + args + " --expert-parallel");
-  CAPTURE(arch);
+  CAPTURE(model);
   CAPTURE(np);
   CAPTURE(mode);
   REQUIRE_MESSAGE(r.exit_code == 0, r.err);
@@ -66,12 +68,12 @@ RunOutput run(const std::string& arch, int np, const std::string& mode) {
   return out;
 }
 
-void check_every_rank_count(const std::string& arch) {
+void check_rank_counts(const fs::path& model, const std::string& ids, std::initializer_list<int> nps) {
   for (const std::string mode : {"--in-core", "--cache-experts 25%"}) {
-    const RunOutput one = run(arch, 0, mode);
-    for (int np : {1, 2, 3}) {
-      const RunOutput ep = run(arch, np, mode);
-      CAPTURE(arch);
+    const RunOutput one = run(model, ids, 0, mode);
+    for (int np : nps) {
+      const RunOutput ep = run(model, ids, np, mode);
+      CAPTURE(model);
       CAPTURE(np);
       CAPTURE(mode);
       CHECK(ep.text == one.text);
@@ -79,6 +81,10 @@ void check_every_rank_count(const std::string& arch) {
       CHECK_MESSAGE(ep.logits == one.logits, "logits differ from one process's");
     }
   }
+}
+
+void check_every_rank_count(const std::string& arch) {
+  check_rank_counts(tiny(arch) / (arch + "-q4_k_m.gguf"), prompt_ids(arch), {1, 2, 3});
 }
 
 }  // namespace
@@ -186,12 +192,17 @@ TEST_CASE("sluice serve under mpirun -np 2 --expert-parallel answers concurrent 
   CHECK(std::stoll(err.substr(at + 30)) > 0);
 }
 
-TEST_CASE("an architecture whose session cannot split its experts refuses --expert-parallel by name") {
-  const CommandResult r = run_command(mpirun(2) + "'" + sluice_binary() + "' run -m '" +
-                                      (reference_dir() / "kimi-k3" / "kimi-k3-q4_k_m.gguf").string() +
-                                      "' -p hi -n 1 --expert-parallel");
-  CHECK(r.exit_code != 0);
-  CHECK(r.err.find("sluice run: error: --expert-parallel is not supported for kimi-k3 models yet") != std::string::npos);
+TEST_CASE("mpirun -np 2 and 3 sluice run --expert-parallel gives one process's tokens and logits bit for bit on kimi-k3") {
+  // Latent MoE: the exchanged rows are the experts' unweighted latent outputs (expert_width wide),
+  // K = 3 slots, so a sum in another order changes the logits. 8 experts: at -np 3 the ranks own
+  // 3, 3 and 2. F16 and Q4_K_M: summing the slots in reverse order with an exchange changes both
+  // files' logits at -np 2 and 3; q8_0's logits did not show it, so it is not the file used.
+  const fs::path dir = reference_dir() / "kimi-k3";
+  const std::string ids = prompt_ids_in(dir / "kimi-k3-q4_k_m.json");
+  for (const std::string quant : {"f16", "q4_k_m"}) {
+    CAPTURE(quant);
+    check_rank_counts(dir / ("kimi-k3-" + quant + ".gguf"), ids, {2, 3});
+  }
 }
 
 TEST_CASE("a failing rank of an expert-parallel job ends the whole job with its error line") {

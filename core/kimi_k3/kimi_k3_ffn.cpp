@@ -4,6 +4,7 @@
 #include <cstring>
 #include <limits>
 
+#include "core/experts/expert_exchange.h"
 #include "core/kimi_k3/kimi_k3_session.h"
 #include "kernels/activations.h"
 #include "kernels/situ.h"
@@ -79,8 +80,10 @@ void KimiK3Session::ffn_moe(int64_t il, int64_t n, int64_t start_pos) {
     matmul(L.routed_down.matrix(), h_.data(), n, zl_.data());
     z = zl_.data();
   }
+  // Distinct experts of the batch, ascending (with expert parallelism: those this rank owns).
   int64_t n_list = 0;
   for (int64_t e = 0; e < c.n_expert; ++e) {
+    if (!computes_expert(exchange_, static_cast<int>(il), static_cast<int32_t>(e))) continue;
     bool used = false;
     for (int64_t i = 0; i < n * k && !used; ++i) used = route_ids_[static_cast<size_t>(i)] == e;
     if (used) expert_list_[static_cast<size_t>(n_list++)] = static_cast<int32_t>(e);
@@ -112,6 +115,11 @@ void KimiK3Session::ffn_moe(int64_t il, int64_t n, int64_t start_pos) {
       std::memcpy(expert_out_.data() + gather_[static_cast<size_t>(j)] * LW, ye_.data() + j * LW,
                   static_cast<size_t>(LW) * sizeof(float));
   }
+  // Other ranks' (token, slot) latent rows (core/experts/expert_exchange.h): unweighted y_e, so
+  // every rank weights and sums them below exactly as one process does.
+  if (exchange_)
+    exchange_->exchange(static_cast<int>(il), {route_ids_.data(), static_cast<size_t>(n * k)}, LW,
+                        {expert_out_.data(), static_cast<size_t>(n * k * LW)}, exchange_scratch_);
   // m = sum_j w_j y_j in routing order (llama.cpp: weighted views added one after another).
   for (int64_t t = 0; t < n; ++t) {
     float* out = moe_.data() + t * LW;

@@ -95,9 +95,11 @@ KimiK3Session::KimiK3Session(const KimiK3Model& model, ExpertSource& experts, ke
     size(ue_, B * c.n_ff_exp);
     size(ye_, B * L);
     size(expert_out_, B * k * L);
+    if (options.exchange) size(exchange_scratch_, B * k * L);
     size(moe_, B * L);
     size(sh_, B * E);
   }
+  exchange_ = options.exchange;
   size(logits_, B * c.n_vocab);
   if (options.n_seq > 1) size(batch_logits_, B * c.n_vocab);
 
@@ -126,7 +128,8 @@ uint64_t KimiK3Session::scratch_bytes() const {
                         &conv_out_[2], &fa_, &z_, &g_, &beta_, &o_, &g2_, &exp_g_, &conv_win_, &chunk_scratch_,
                         &qa_, &q_, &kv_, &q_nope_, &q_abs_, &qh_, &o_lat_, &o_head_, &mla_o_, &gate_, &scores_,
                         &kv_f32_, &kv_col_, &ffn_g_, &ffn_u_, &ffn_out_, &router_, &probs_, &sel_, &route_w_,
-                        &group_scores_, &zl_, &xe_, &ge_, &ue_, &ye_, &expert_out_, &moe_, &sh_, &logits_, &batch_logits_})
+                        &group_scores_, &zl_, &xe_, &ge_, &ue_, &ye_, &expert_out_, &exchange_scratch_, &moe_, &sh_, &logits_,
+                        &batch_logits_})
     f += v->size();
   uint64_t i = route_ids_.size() + group_top_.size() + expert_list_.size() + pending_.size() + gather_.size();
   return f * sizeof(float) + i * sizeof(int32_t) + mm_scratch_.size() + mix_rows_.size() * sizeof(float*) +

@@ -27,6 +27,10 @@
 // Weights: each block's non-routed tensors come from a LayerSource (core/layers/layer_source.h),
 // pinned for the block; the output head likewise. In core that is the model itself.
 //
+// Expert parallelism: with options.exchange the session computes only the routed experts its
+// rank owns and exchanges the per-(token, slot) latent rows before the routing-order sum, so every
+// rank's logits equal one process's bit for bit (core/experts/expert_exchange.h).
+//
 // Memory: the recurrent state and MLA cache (KimiK3State) and every activation buffer are sized in
 // the constructor from the config, n_ctx and n_batch; forward() allocates nothing.
 #pragma once
@@ -54,6 +58,9 @@ struct KimiK3SessionOptions {
   bool chunked_kda = false;          // prefill KDA with the chunked form (same math, other rounding)
   int64_t n_seq = 1;                 // sequences (one recurrent state + MLA cache each)
   int prefetch_depth = 0;            // router-guided prefetch, MoE layers ahead (core/kimi_k3/kimi_k3_predictor.h)
+  // Expert parallelism (core/experts/expert_exchange.h): compute only this rank's routed experts
+  // and receive the others' latent rows. Null: every expert here. Not owned; outlives the session.
+  ExpertExchange* exchange = nullptr;
 };
 
 class KimiK3Session final : public Session {
@@ -83,6 +90,7 @@ class KimiK3Session final : public Session {
   int64_t n_batch() const override { return n_batch_; }
   int64_t n_seq() const override { return static_cast<int64_t>(states_.size()); }
   bool can_rewind() const override { return false; }
+  bool expert_parallel() const override { return true; }
   int prefetch_depth() const override { return predictor_ ? predictor_->depth() : 0; }
   void set_matmul_offload(MatmulOffload* offload) override;
   int64_t n_past(int64_t seq = 0) const { return n_past_[static_cast<size_t>(seq)]; }
@@ -141,6 +149,8 @@ class KimiK3Session final : public Session {
   std::vector<float> router_, probs_, sel_, route_w_, group_scores_;
   std::vector<int32_t> route_ids_, group_top_, expert_list_, pending_, gather_;
   std::vector<float> zl_, xe_, ge_, ue_, ye_, expert_out_, moe_, sh_;
+  ExpertExchange* exchange_ = nullptr;   // expert parallelism; null: every expert here
+  std::vector<float> exchange_scratch_;  // [n_batch * n_expert_used][expert_width] with an exchange
   std::vector<float> logits_;
   std::vector<float> batch_logits_;  // n_seq > 1: forward_batch's rows, gathered per sequence
   std::vector<std::byte> mm_scratch_;

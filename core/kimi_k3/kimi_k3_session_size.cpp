@@ -68,6 +68,7 @@ uint64_t KimiK3Session::scratch_bytes_for(const KimiK3Model& model, const KimiK3
     f(B * c.n_ff_exp);                                          // ue_
     f(B * L);                                                   // ye_
     f(B * k * L);                                               // expert_out_
+    if (options.exchange) f(B * k * L);                         // exchange_scratch_
     f(B * L);                                                   // moe_
     f(B * E);                                                   // sh_
   }
