@@ -84,6 +84,17 @@ class InCoreReference {
   std::map<int64_t, std::vector<float>> by_batch_;
 };
 
+// The budget at which layers stream at the full batch: the minimum's resident part (with the
+// recurrent state, 0 but for kimi-k3), two units of the layer cache, the unlimited run's scratch.
+uint64_t layers_at_full_batch(const std::string& stem, uint64_t minimum, uint64_t full_batch_scratch) {
+  EngineOptions o = options_for(stem);
+  o.budget_bytes = minimum;
+  Engine e(o);
+  REQUIRE(e.layer_cache() != nullptr);
+  const auto& b = e.budget();
+  return b.resident_weights + 2 * b.layer_arena + b.kv_cache + b.recurrent_state + full_batch_scratch + b.expert_min;
+}
+
 }  // namespace
 
 TEST_CASE("streamed experts and layers give logits bit-identical to the in-core run at every budget and with both readers") {
@@ -115,17 +126,7 @@ TEST_CASE("streamed experts and layers give logits bit-identical to the in-core 
     // The issue's bar: the minimum is below all resident weights plus one MoE layer's experts.
     CHECK(minimum < unlimited.resident_weights + one_moe_layer);
 
-    // Layers streamed at the full batch: the minimum's resident part and two units per class of
-    // layers, the unlimited run's scratch.
-    uint64_t layers_full_batch = 0;
-    {
-      EngineOptions o = options_for(stem);
-      o.budget_bytes = minimum;
-      Engine e(o);
-      REQUIRE(e.layer_cache() != nullptr);
-      const auto& b = e.budget();
-      layers_full_batch = b.resident_weights + 2 * b.layer_arena + b.kv_cache + unlimited.scratch + b.expert_min;
-    }
+    const uint64_t layers_full_batch = layers_at_full_batch(stem, minimum, unlimited.scratch);
 
     // Five budget points and both readers on the files this test first covered; the minimum, the
     // two-slot layer budget and unlimited with io_uring on the others (CI time: each point is a
@@ -219,18 +220,7 @@ TEST_CASE("kimi-k3 streamed layers and experts give the in-core logits at every 
     CHECK(minimum < resident_minimum);
     CHECK(minimum < unlimited.resident_weights + unlimited.expert_min);
 
-    // Layers streamed at the full batch: the minimum's resident part, two units of the layer
-    // cache, the unlimited run's scratch.
-    uint64_t layers_full_batch = 0;
-    {
-      EngineOptions o = options_for(stem);
-      o.budget_bytes = minimum;
-      Engine e(o);
-      REQUIRE(e.layer_cache() != nullptr);
-      const auto& b = e.budget();
-      layers_full_batch = b.resident_weights + 2 * b.layer_arena + b.kv_cache + b.recurrent_state +
-                          unlimited.scratch + b.expert_min;
-    }
+    const uint64_t layers_full_batch = layers_at_full_batch(stem, minimum, unlimited.scratch);
 
     for (int depth : {0, 1, 2, 3}) {
       for (auto kind : {sluice::io::IoKind::uring, sluice::io::IoKind::pread}) {
