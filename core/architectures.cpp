@@ -4,6 +4,7 @@
 #include <string_view>
 
 #include "common/error.h"
+#include "core/gpu/gpu_model_shape.h"
 #include "core/kimi_k3/kimi_k3_architecture.h"
 #include "core/llama/llama_architecture.h"
 
@@ -14,18 +15,15 @@ namespace {
 const LlamaArchitecture kLlama;
 const KimiK3Architecture kKimiK3;
 
-struct LlamaGpu final : ArchitectureGpu {
-  static const Model& model_of(const ArchModel& m) { return static_cast<const LlamaArchModel&>(m).model(); }
-  uint64_t host_staging(const ArchModel& m, int64_t n_batch) const override {
-    return plan_gpu_host_staging(model_of(m), n_batch).total();
-  }
-  std::unique_ptr<GpuTier> make_tier(const ArchModel& m, TrackedExpertSource& experts, kernels::ThreadPool& pool,
-                                     int64_t n_batch, std::span<std::byte> host_arena,
-                                     const GpuTierOptions& options) const override {
-    return make_gpu_tier(model_of(m), experts, pool, n_batch, host_arena, options);
+// An architecture's GPU support: its ArchModel's model, given to gpu_model_shape.
+template <class ArchModelType>
+struct GpuOf final : ArchitectureGpu {
+  GpuModelShape shape(const ArchModel& m) const override {
+    return gpu_model_shape(static_cast<const ArchModelType&>(m).model());
   }
 };
-const LlamaGpu kLlamaGpu;
+const GpuOf<LlamaArchModel> kLlamaGpu;
+const GpuOf<KimiK3ArchModel> kKimiK3Gpu;
 
 // The registry: general.architecture -> Architecture (null: not one sluice computes).
 const Architecture* find_architecture(std::string_view name) {
@@ -47,8 +45,20 @@ const Architecture& architecture_for(const GgufFile& file) {
                                           "' is not supported (supported: llama, qwen3moe, deepseek2, kimi-k3)");
 }
 
+uint64_t ArchitectureGpu::host_staging(const ArchModel& model, int64_t n_batch) const {
+  return plan_gpu_host_staging(shape(model), n_batch).total();
+}
+
+std::unique_ptr<GpuTier> ArchitectureGpu::make_tier(const ArchModel& model, TrackedExpertSource& experts,
+                                                    kernels::ThreadPool& pool, int64_t n_batch,
+                                                    std::span<std::byte> host_arena, const GpuTierOptions& options) const {
+  return make_gpu_tier(shape(model), experts, pool, n_batch, host_arena, options);
+}
+
 const ArchitectureGpu* architecture_gpu(const Architecture& architecture) {
-  return &architecture == &kLlama ? &kLlamaGpu : nullptr;
+  if (&architecture == &kLlama) return &kLlamaGpu;
+  if (&architecture == &kKimiK3) return &kKimiK3Gpu;
+  return nullptr;
 }
 
 }  // namespace sluice::core

@@ -108,7 +108,7 @@ void plan_load(RunPlan& p, const EngineOptions& options, const Architecture& arc
   p.session = options.session;
   if (!p.stream) p.session.prefetch_depth = 0;  // nothing to read ahead
   p.index = index_for_run(mode, options.model_path, p.planned->gguf(), plain, notices);
-  if (p.index && arch.checks_resident_tensors()) {
+  if (p.index) {
     // Resident tensors (and in-core experts) are checked as they land, like streamed shards.
     const ShardIndex* index = &*p.index;
     p.load.check_tensor = [index](const GgufTensorInfo& t, std::span<const std::byte> bytes) {
@@ -120,9 +120,6 @@ void plan_load(RunPlan& p, const EngineOptions& options, const Architecture& arc
       }
       return true;
     };
-  } else if (p.index && !p.stream) {
-    notices.push_back(std::string(arch.name()) +
-                      " in core: weights are not checked against the shard index (only streamed experts are)");
   }
   p.lean_load = p.load;
   p.lean_load.stream_layer_tensors = true;
@@ -221,7 +218,7 @@ Engine::Engine(const EngineOptions& options) : options_(options) {
   plan_load(p, options, *arch_, plain, verify_mode(), notices_);
   plan_sizes(p, options, *arch_, gpu, plain, cache::usable_alignment(reader_->alignment()));
   apply_plan(p, options, *arch_, notices_);
-  verifying_ = p.index.has_value() && (p.stream || arch_->checks_resident_tensors());
+  verifying_ = p.index.has_value();
   split_.routed_expert_bytes = summarize(p.planned->gguf()).routed_expert_bytes;
   split_.expert_min = p.in.expert_min;
   if (options.gpu) require_gpu();

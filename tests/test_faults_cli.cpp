@@ -155,20 +155,28 @@ TEST_CASE("sluice run rejects a malformed --io-faults spec with one line") {
   CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
 }
 
-TEST_CASE("sluice run refuses a resident tensor whose bytes no longer match the index") {
-  // Flip one bit of a resident tensor after indexing, keeping size, mtime and header: the index
-  // still looks current, so only the landing check can notice.
+namespace {
+
+// Copies a reference model, indexes the copy, then flips one bit in the middle of `tensor`,
+// keeping size, mtime and header: the index still looks current, so only the landing check of the
+// resident tensor can notice. `sluice run` must stop with one line naming the tensor, and run
+// with --verify off (the same corruption, unchecked) must not.
+void check_resident_flip_is_refused(const std::string& stem, const std::string& tensor, const std::string& extra) {
+  CAPTURE(stem);
+  CAPTURE(tensor);
   fs::path dir = sluice::test::temp_dir("faults_cli_resident");
   fs::path model = dir / "m.gguf";
-  fs::copy_file(indexed_model(), model);
-  fs::copy_file(fs::path(indexed_model().string() + ".sluice-index"), fs::path(model.string() + ".sluice-index"));
+  fs::copy_file(sluice::test::reference_dir() / (stem + ".gguf"), model);
+  fs::permissions(model, fs::perms::owner_read | fs::perms::owner_write);
+  auto indexed = run_sluice("index '" + model.string() + "'");
+  REQUIRE_MESSAGE(indexed.exit_code == 0, indexed.err);
   struct stat st{};
-  REQUIRE(::stat(indexed_model().c_str(), &st) == 0);
+  REQUIRE(::stat(model.c_str(), &st) == 0);
   uint64_t offset = 0;
   {
     sluice::io::PreadReader reader(model.string());
     auto file = sluice::core::GgufFile::parse(reader);
-    const auto& t = file.tensor("blk.0.attn_norm.weight");
+    const auto& t = file.tensor(tensor);
     offset = t.file_offset + t.n_bytes / 2;
   }
   {
@@ -182,12 +190,26 @@ TEST_CASE("sluice run refuses a resident tensor whose bytes no longer match the 
   }
   const struct timespec times[2] = {st.st_atim, st.st_mtim};
   REQUIRE(::utimensat(AT_FDCWD, model.c_str(), times, 0) == 0);
-  const std::string args = "run -m '" + model.string() + "' -p hi -n 2 -c 64 -b 32 --budget 5.5M";
+  const std::string args = "run -m '" + model.string() + "' -p hi -n 2 -c 64 -b 32 " + extra;
   auto r = run_sluice(args);
   CHECK(r.exit_code == 1);
-  CHECK_MESSAGE(r.err.find("tensor 'blk.0.attn_norm.weight'") != std::string::npos, r.err);
+  CHECK_MESSAGE(r.err.find("tensor '" + tensor + "'") != std::string::npos, r.err);
   CHECK(r.err.find("after one re-read") != std::string::npos);
   CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
   auto unchecked = run_sluice(args + " --verify off");  // the corruption is what stopped it
   CHECK_MESSAGE(unchecked.exit_code == 0, unchecked.err);
+}
+
+}  // namespace
+
+TEST_CASE("sluice run refuses a resident tensor whose bytes no longer match the index") {
+  check_resident_flip_is_refused("tiny/deepseek2/deepseek2-q4_k_m", "blk.0.attn_norm.weight", "--budget 5.5M");
+}
+
+TEST_CASE("sluice run refuses a kimi-k3 resident tensor whose bytes no longer match the index, stored or converted") {
+  // A quantized projection and an F32 norm, both read as stored.
+  for (const char* tensor : {"blk.0.attn_q.weight", "blk.0.attn_norm.weight"})
+    check_resident_flip_is_refused("kimi-k3/kimi-k3-q4_k_m", tensor, "");
+  // With --widen-f16 an F16 projection is converted at load: the check sees the file's bytes first.
+  check_resident_flip_is_refused("kimi-k3/kimi-k3-f16", "blk.0.attn_q.weight", "--widen-f16");
 }

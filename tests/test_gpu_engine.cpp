@@ -13,6 +13,7 @@
 
 #include "common/error.h"
 #include "core/engine.h"
+#include "core/gpu/gpu_model_shape.h"
 #include "io/pread_reader.h"
 #include "tests/reference_files.h"
 #include "tests/test_support.h"
@@ -140,8 +141,8 @@ TEST_CASE("with --gpu every reference model gives the CPU run's greedy tokens, w
     MESSAGE("skipped: " << why);
     return;
   }
-  // Every llama-family reference file (kimi-k3 refuses --gpu for now: tests/test_engine_cli.cpp).
-  for (const auto& model : sluice::test::llama_family_reference_models()) {
+  // Every reference file, kimi-k3 included.
+  for (const auto& model : sluice::test::supported_reference_models()) {
     const char* stem = model.stem;
     const std::string name = stem;
     CAPTURE(name);
@@ -283,8 +284,8 @@ TEST_CASE("--gpu counts its page-locked host staging in --budget, checked withou
   sluice::io::PreadReader reader(cpu.model_path);
   const sluice::core::Model planned = sluice::core::Model::plan(reader);
   const sluice::core::Model loaded = sluice::core::Model::load(cpu.model_path);
-  const auto at1 = sluice::core::plan_gpu_host_staging(planned, 1);
-  const auto at512 = sluice::core::plan_gpu_host_staging(planned, 512);
+  const auto at1 = sluice::core::plan_gpu_host_staging(sluice::core::gpu_model_shape(planned), 1);
+  const auto at512 = sluice::core::plan_gpu_host_staging(sluice::core::gpu_model_shape(planned), 512);
   CHECK(at1.chunk_tokens == 1);
   CHECK(at1.max_dim >= planned.config().n_embd);
   CHECK(at1.max_dim >= planned.config().n_vocab);  // the output head's rows
@@ -292,7 +293,7 @@ TEST_CASE("--gpu counts its page-locked host staging in --budget, checked withou
   CHECK(at512.chunk_tokens == std::min<int64_t>(512, (64 << 20) / 4 / at512.max_dim));
   CHECK(at512.total() == 2 * 4 * static_cast<uint64_t>(at512.chunk_tokens * at512.max_dim));
   CHECK(at512.buffer_bytes <= (64u << 20));
-  CHECK(sluice::core::plan_gpu_host_staging(loaded, 512).total() == at512.total());
+  CHECK(sluice::core::plan_gpu_host_staging(sluice::core::gpu_model_shape(loaded), 512).total() == at512.total());
 
   // With --gpu the minimum budget grows by the staging at batch 1: the CPU-only minimum is
   // refused, naming the staging, before any GPU is looked for (so this runs on any machine).

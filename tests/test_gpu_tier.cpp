@@ -8,6 +8,7 @@
 
 #include "common/error.h"
 #include "core/experts/expert_source.h"
+#include "core/gpu/gpu_model_shape.h"
 #include "core/gpu/gpu_tier.h"
 #include "core/llama/model.h"
 #include "core/experts/tracked_expert_source.h"
@@ -118,13 +119,14 @@ TEST_CASE("the frequency policy keeps the expert used most often, even when it w
 
 TEST_CASE("the VRAM plan takes resident matrices in order of use and gives the rest to expert slots") {
   const auto model = sluice::core::Model::load(q4_model(), {.load_routed_experts = false});
-  const auto resident = sluice::core::resident_in_use_order(model);
+  const auto model_shape = sluice::core::gpu_model_shape(model);
+  const auto& resident = model_shape.resident;
   REQUIRE(resident.size() > 4);
   const auto& c = model.config();
   const auto& L0 = model.layer(0);
   CHECK(resident.front().tensor == (L0.wq_a ? &L0.wq_a : &L0.wq));
   CHECK(resident.back().tensor == &model.output());
-  const auto shape = sluice::core::expert_slot_shape(model);
+  const auto& shape = model_shape.experts;
   CHECK(shape.slot_bytes > 0);
   int64_t n_moe = 0;
   for (int64_t il = 0; il < c.n_layer; ++il) n_moe += c.is_moe_layer(il) ? 1 : 0;
@@ -217,7 +219,7 @@ TEST_CASE("the tracked expert source names the expert of each pinned view and fo
 TEST_CASE("the CPU matvec rate of the cost model is measured on a resident matrix") {
   const auto model = sluice::core::Model::load(q4_model(), {.load_routed_experts = false});
   sluice::kernels::ThreadPool pool(1);
-  const double rate = sluice::core::measure_cpu_matvec_rate(model, pool);
+  const double rate = sluice::core::measure_cpu_matvec_rate(sluice::core::gpu_model_shape(model), pool);
   MESSAGE("CPU matvec " << rate / 1e9 << " GB/s on one thread");
   CHECK(rate > 1e6);
 }

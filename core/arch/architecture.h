@@ -34,6 +34,7 @@
 #include "core/arch/session.h"
 #include "core/experts/expert_source.h"
 #include "core/experts/streamed_experts.h"
+#include "core/gguf/checked_read.h"
 #include "core/gguf/gguf.h"
 #include "core/gguf/shard_index.h"
 #include "io/reader.h"
@@ -45,9 +46,9 @@ struct ArchLoadOptions {
   bool widen_f16_to_f32 = false;    // every F16 tensor becomes F32 (exact)
   bool load_routed_experts = true;  // false: an out-of-core ExpertSource supplies them
   bool stream_layer_tensors = false;  // true: blocks' tensors used as stored stream (LayerStream)
-  // Sees each tensor's file bytes as read; false twice is Error(corrupt_data). An architecture
-  // that cannot check says so (Architecture::checks_resident_tensors).
-  std::function<bool(const GgufTensorInfo&, std::span<const std::byte>)> check_tensor = nullptr;
+  // Sees each tensor's file bytes as read (core/gguf/checked_read.h); false twice is
+  // Error(corrupt_data). Every architecture's loader passes each tensor it reads through it.
+  TensorCheck check_tensor = nullptr;
 };
 
 // A model's streamed non-routed layers: the units a layer cache holds, read in a known order.
@@ -95,7 +96,6 @@ class Architecture {
   // `planned`: this file's plan() with the same options, which load may take over (or null).
   virtual std::unique_ptr<ArchModel> load(io::Reader& reader, const ArchLoadOptions& options,
                                           std::unique_ptr<ArchModel> planned) const = 0;
-  virtual bool checks_resident_tensors() const = 0;
   // Whether a model loaded with stream_layer_tensors streams its blocks (ArchModel::layer_layout).
   virtual bool can_stream_layers() const = 0;
 };

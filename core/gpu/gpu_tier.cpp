@@ -58,35 +58,18 @@ std::string GpuTier::describe(const GpuCounters& c) {
   return buf;
 }
 
-GpuHostStaging plan_gpu_host_staging(const Model& model, int64_t n_batch) {
+GpuHostStaging plan_gpu_host_staging(const GpuModelShape& model, int64_t n_batch) {
   constexpr uint64_t kStagingBytes = 64ull << 20;  // per direction
-  const ModelConfig& c = model.config();
-  int64_t max_dim = 1;
-  // Present tensors have a row size (a planned model has no data yet); vectors are not products.
-  auto widen = [&](const Tensor& t) {
-    if (t.row_bytes == 0 || (t.ne[1] == 1 && t.ne[2] == 1 && t.ne[3] == 1)) return;
-    max_dim = std::max({max_dim, t.ne[0], t.ne[1] * t.ne[2] * t.ne[3]});
-  };
-  for (int64_t il = 0; il < c.n_layer; ++il) {
-    const LayerWeights& L = model.layer(il);
-    for (const Tensor* t : {&L.wq_a, &L.wq_b, &L.wq, &L.wk, &L.wv, &L.wkv_a_mqa, &L.wk_b, &L.wv_b, &L.wo, &L.gate_inp,
-                            &L.ffn_up, &L.ffn_gate, &L.ffn_down, &L.up_shexp, &L.gate_shexp, &L.down_shexp})
-      widen(*t);
-    if (!c.is_moe_layer(il)) continue;
-    for (const Tensor* t : {&L.gate_exps, &L.up_exps, &L.down_exps}) max_dim = std::max({max_dim, t->ne[0], t->ne[1]});
-  }
-  widen(model.output());
   GpuHostStaging s;
-  s.max_dim = max_dim;
-  s.chunk_tokens = std::clamp<int64_t>(static_cast<int64_t>(kStagingBytes / 4) / max_dim, 1, std::max<int64_t>(n_batch, 1));
-  s.buffer_bytes = static_cast<uint64_t>(s.chunk_tokens * max_dim) * 4;
+  s.max_dim = std::max<int64_t>(model.max_dim, 1);
+  s.chunk_tokens = std::clamp<int64_t>(static_cast<int64_t>(kStagingBytes / 4) / s.max_dim, 1, std::max<int64_t>(n_batch, 1));
+  s.buffer_bytes = static_cast<uint64_t>(s.chunk_tokens * s.max_dim) * 4;
   return s;
 }
 
-double measure_cpu_matvec_rate(const Model& model, kernels::ThreadPool& pool) {
-  const std::vector<ResidentMatrix> all = resident_in_use_order(model);
+double measure_cpu_matvec_rate(const GpuModelShape& model, kernels::ThreadPool& pool) {
   const ResidentMatrix* pick = nullptr;
-  for (const ResidentMatrix& m : all)
+  for (const ResidentMatrix& m : model.resident)
     if (m.bytes <= (256ull << 20) && (!pick || m.bytes > pick->bytes)) pick = &m;
   if (!pick) return 0;
   const kernels::WeightMatrix w = pick->tensor->matrix();
@@ -110,7 +93,7 @@ void require_gpu() {
               "--gpu: this sluice was built without CUDA (install the CUDA toolkit so nvcc is found, then rebuild)");
 }
 
-std::unique_ptr<GpuTier> make_gpu_tier(const Model&, TrackedExpertSource&, kernels::ThreadPool&, int64_t,
+std::unique_ptr<GpuTier> make_gpu_tier(const GpuModelShape&, TrackedExpertSource&, kernels::ThreadPool&, int64_t,
                                        std::span<std::byte>, const GpuTierOptions&) {
   require_gpu();
   return nullptr;

@@ -40,9 +40,9 @@
 #include <string>
 
 #include "core/compute/matmul_offload.h"
-#include "core/llama/model.h"
 #include "core/experts/tracked_expert_source.h"
 #include "core/gpu/vram_cost_model.h"
+#include "core/gpu/vram_plan.h"
 #include "kernels/thread_pool.h"
 
 namespace sluice::core {
@@ -93,12 +93,13 @@ class GpuTier : public MatmulOffload, public ExpertReleaseListener {
   static std::string describe(const GpuCounters& c);
 };
 
-// Plans and fills VRAM for `model` (see above). `host_arena` is the RAM expert arena to
+// Plans and fills VRAM for a model of this shape (core/gpu/gpu_model_shape.h; see above); the
+// shape's resident tensors are copied up here and must stay in memory. `host_arena` is the RAM expert arena to
 // page-lock (empty when experts are in core); `n_batch` the session's largest batch.
 // Errors: Error(unsupported) without CUDA support in this build, Error(invalid_argument)
 // "--gpu: no CUDA device found", Error(budget) when --vram exceeds the free VRAM or cannot hold
 // the workspace.
-std::unique_ptr<GpuTier> make_gpu_tier(const Model& model, TrackedExpertSource& experts, kernels::ThreadPool& pool,
+std::unique_ptr<GpuTier> make_gpu_tier(const GpuModelShape& model, TrackedExpertSource& experts, kernels::ThreadPool& pool,
                                        int64_t n_batch, std::span<std::byte> host_arena,
                                        const GpuTierOptions& options);
 
@@ -114,12 +115,12 @@ struct GpuHostStaging {
   uint64_t buffer_bytes = 0;  // one buffer: chunk_tokens * max_dim * 4
   uint64_t total() const { return 2 * buffer_bytes; }
 };
-GpuHostStaging plan_gpu_host_staging(const Model& model, int64_t n_batch);
+GpuHostStaging plan_gpu_host_staging(const GpuModelShape& model, int64_t n_batch);
 
 // Weight bytes per second of a one-token CPU product with `pool`: the best of three timed
 // matvecs of the largest resident matrix up to 256 MiB (after one warm-up). The CPU side of
 // VramCostModel; 0 when the model has no resident matrix.
-double measure_cpu_matvec_rate(const Model& model, kernels::ThreadPool& pool);
+double measure_cpu_matvec_rate(const GpuModelShape& model, kernels::ThreadPool& pool);
 
 // Throws what make_gpu_tier would for a missing CUDA build or device, before anything is loaded.
 void require_gpu();

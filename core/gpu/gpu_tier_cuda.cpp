@@ -59,13 +59,12 @@ double measure_gpu_matvec(const cuda::DeviceMatrix& w, uint64_t bytes, float* x,
 
 class CudaTier final : public GpuTier {
  public:
-  CudaTier(const cuda::DeviceInfo& info, const Model& model, TrackedExpertSource& experts, kernels::ThreadPool& pool,
+  CudaTier(const cuda::DeviceInfo& info, const GpuModelShape& model, TrackedExpertSource& experts, kernels::ThreadPool& pool,
            int64_t n_batch, std::span<std::byte> host_arena, const GpuTierOptions& options)
       : experts_(experts),
-        shape_(expert_slot_shape(model)),
+        shape_(model.experts),
         vcache_(0, 0, 0),
         cost_(TierRates{1, 1, 0, 0}) {
-    const ModelConfig& c = model.config();
     plan_.device = info.name;
     const uint64_t margin = std::max(kMinMargin, info.total_bytes / 20);
     const uint64_t usable = info.free_bytes > margin ? info.free_bytes - margin : 0;
@@ -76,7 +75,7 @@ class CudaTier final : public GpuTier {
 
     // Workspace: activations of `chunk_tokens_` tokens of the widest product, each way; the
     // same page-locked staging that Engine counted in --budget.
-    const std::vector<ResidentMatrix> resident = resident_in_use_order(model);
+    const std::vector<ResidentMatrix>& resident = model.resident;
     const GpuHostStaging st = plan_gpu_host_staging(model, n_batch);
     max_dim_ = st.max_dim;
     chunk_tokens_ = st.chunk_tokens;
@@ -101,7 +100,7 @@ class CudaTier final : public GpuTier {
     sy_ = cuda::PinnedHostBuffer(staging);
     if (vp.resident_bytes) resident_ = cuda::DeviceBuffer(vp.resident_bytes);
     if (vp.expert_slots) slots_ = cuda::DeviceBuffer(vp.expert_slots * vp.expert_slot_bytes);
-    vcache_ = VramExpertCache(vp.expert_slots, static_cast<int>(c.n_layer), static_cast<int>(c.n_expert),
+    vcache_ = VramExpertCache(vp.expert_slots, static_cast<int>(model.n_layer), static_cast<int>(model.n_expert),
                               VramExpertCache::parse_policy(options.policy));
 
     // Upload the resident matrices in the planned places.
@@ -140,7 +139,7 @@ class CudaTier final : public GpuTier {
       arena_reg_ = std::make_unique<cuda::HostRegistration>(host_arena.data(), host_arena.size());
       plan_.arena_page_locked = arena_reg_->ok();
     }
-    pins_.resize(static_cast<size_t>(std::max<int64_t>(c.n_expert, 1)));
+    pins_.resize(static_cast<size_t>(std::max<int64_t>(model.n_expert, 1)));
   }
 
   ~CudaTier() override {
@@ -324,7 +323,7 @@ void require_gpu() {
   if (!cuda::probe()) throw Error(ErrorCode::invalid_argument, "--gpu: no CUDA device found (check the driver with nvidia-smi)");
 }
 
-std::unique_ptr<GpuTier> make_gpu_tier(const Model& model, TrackedExpertSource& experts, kernels::ThreadPool& pool,
+std::unique_ptr<GpuTier> make_gpu_tier(const GpuModelShape& model, TrackedExpertSource& experts, kernels::ThreadPool& pool,
                                        int64_t n_batch, std::span<std::byte> host_arena,
                                        const GpuTierOptions& options) {
   require_gpu();

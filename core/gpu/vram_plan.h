@@ -2,11 +2,10 @@
 //
 //   budget = workspace + resident matrices (each aligned to 256 bytes) + n_slots x slot_bytes
 //
-// resident_in_use_order lists the matrices of non-expert tensors as the forward pass first
-// multiplies with them: per block attention (wq | wq_a, wq_b; wkv_a_mqa, wk_b, wv_b | wk, wv;
-// wo), router, dense FFN or shared experts (up, gate, down); then the output head. plan_vram
-// takes them in that order, each one that fits in what is left (a big output head that does not
-// fit leaves room for later, smaller ones); matrices whose type has no CUDA kernel are skipped.
+// GpuModelShape (core/gpu/gpu_model_shape.h builds it for each architecture) lists the matrices
+// of non-expert tensors in the order the forward pass first multiplies with them. plan_vram takes
+// them in that order, each one that fits in what is left (a big output head that does not fit
+// leaves room for later, smaller ones); matrices whose type has no CUDA kernel are skipped.
 // Expert slots get the rest, capped at one slot per routed (layer, expert).
 //
 // Plain C++ so that tests can check the accounting without a GPU.
@@ -17,7 +16,8 @@
 #include <functional>
 #include <vector>
 
-#include "core/llama/model.h"
+#include "common/ggml_type.h"
+#include "core/gguf/tensor.h"
 
 namespace sluice::core {
 
@@ -28,17 +28,23 @@ struct ResidentMatrix {
   const Tensor* tensor = nullptr;
   uint64_t bytes = 0;  // all of its rows
 };
-std::vector<ResidentMatrix> resident_in_use_order(const Model& model);
 
 // One expert of a block (gate, up, down back to back, each aligned): the largest over MoE
-// layers, and each part's offset in a slot for block `il`.
+// layers, and each part's offset in a slot for block `il`. Built by GpuModelShape.
 struct ExpertSlotShape {
   uint64_t slot_bytes = 0;
   std::vector<std::array<uint64_t, 3>> part_offset;  // per block
   std::vector<std::array<uint64_t, 3>> part_bytes;   // per block (0 for dense blocks)
   uint64_t routed_experts = 0;                        // (layer, expert) pairs
 };
-ExpertSlotShape expert_slot_shape(const Model& model);
+
+// What the VRAM tier needs to know of a model, whatever its architecture.
+struct GpuModelShape {
+  std::vector<ResidentMatrix> resident;  // non-expert weight products, in order of first use
+  ExpertSlotShape experts;
+  int64_t max_dim = 1;                   // widest input or output of any weight product
+  int64_t n_layer = 0, n_expert = 0;
+};
 
 struct VramPlan {
   uint64_t workspace = 0;

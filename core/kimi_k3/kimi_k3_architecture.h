@@ -43,7 +43,6 @@ class KimiK3Architecture final : public Architecture {
   std::unique_ptr<ArchModel> plan(io::Reader& reader, const ArchLoadOptions& options) const override;
   std::unique_ptr<ArchModel> load(io::Reader& reader, const ArchLoadOptions& options,
                                   std::unique_ptr<ArchModel> planned) const override;
-  bool checks_resident_tensors() const override { return false; }
   bool can_stream_layers() const override { return true; }
 };
 

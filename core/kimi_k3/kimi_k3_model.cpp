@@ -151,12 +151,12 @@ class KimiK3Loader {
     Tensor& out = *s.dst;
     const GgufTensorInfo& t = *s.src;
     if (!s.to_f32) {
-      reader_.read_sync(t.file_offset, {dst, t.n_bytes});
+      read_checked(reader_, t, {dst, t.n_bytes}, options_.check_tensor);
       out.data = dst;
       return;
     }
     raw_.resize(t.n_bytes);
-    reader_.read_sync(t.file_offset, raw_);
+    read_checked(reader_, t, raw_, options_.check_tensor);
     const int64_t rows = static_cast<int64_t>(t.n_elements) / t.ne[0];
     float* y = reinterpret_cast<float*>(dst);
     for (int64_t r = 0; r < rows; ++r)

@@ -35,6 +35,7 @@
 
 #include "common/weight_arena.h"
 #include "core/experts/expert_source.h"
+#include "core/gguf/checked_read.h"
 #include "core/gguf/gguf.h"
 #include "core/kimi_k3/kimi_k3_config.h"
 #include "core/gguf/tensor.h"
@@ -65,6 +66,8 @@ struct KimiK3LoadOptions {
   bool widen_f16_to_f32 = false;
   bool load_routed_experts = true;
   bool stream_layer_tensors = false;
+  // Sees each loaded tensor's file bytes as read, before any conversion (core/gguf/checked_read.h).
+  TensorCheck check_tensor = nullptr;
 };
 
 class KimiK3Model {

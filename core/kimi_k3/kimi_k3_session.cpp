@@ -137,7 +137,7 @@ uint64_t KimiK3Session::scratch_bytes() const {
 }
 
 void KimiK3Session::matmul(const kernels::WeightMatrix& w, const float* x, int64_t n, float* y, MatKind kind) {
-  core::matmul(w, x, n, y, kind, mm_scratch_, pool_);
+  core::matmul(w, x, n, y, kind, mm_scratch_, pool_, offload_);
 }
 
 void KimiK3Session::rms_norm(const float* x, const Tensor& w, int64_t n_rows, int64_t len, float* y) {
@@ -225,10 +225,6 @@ std::span<const float> KimiK3Session::forward_seq(int64_t seq, std::span<const i
   layers_.release_output();
   n_past = start_pos + n;
   return {logits_.data(), static_cast<size_t>(rows * c.n_vocab)};
-}
-
-void KimiK3Session::set_matmul_offload(MatmulOffload* offload) {
-  if (offload) throw Error(ErrorCode::unsupported, "kimi-k3 sessions have no matmul offload (--gpu) yet");
 }
 
 std::span<const float> KimiK3Session::forward_batch(std::span<const int32_t> tokens, std::span<const int32_t> seqs,

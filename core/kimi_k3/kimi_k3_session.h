@@ -19,8 +19,10 @@
 // a new sequence and resets the recurrent state. With n_seq > 1 the session holds one state per
 // sequence and forward_batch() mixes their tokens (continuous batching); forward() is sequence 0.
 //
-// Numerics: every matmul goes through kernels::matmul, which quantizes the activation rows to
-// the weight's vec_dot_type as ggml does; norms accumulate in double; the KDA recurrence, the
+// Numerics: every matmul goes through core::matmul (core/compute/matmul.h), which quantizes the
+// activation rows to the weight's vec_dot_type as ggml does, and offers each product to the
+// matmul offload first when one is set (`--gpu`: core/gpu/gpu_tier.h; the CPU computes what it
+// declines); norms accumulate in double; the KDA recurrence, the
 // conv, the attention softmax and all element-wise math are f32 in ggml's order. The MoE output
 // sums the weighted expert outputs in routing order.
 //
@@ -92,7 +94,8 @@ class KimiK3Session final : public Session {
   bool can_rewind() const override { return false; }
   bool expert_parallel() const override { return true; }
   int prefetch_depth() const override { return predictor_ ? predictor_->depth() : 0; }
-  void set_matmul_offload(MatmulOffload* offload) override;
+  // Offers every weight product to `offload` first (null: all products on the CPU).
+  void set_matmul_offload(MatmulOffload* offload) override { offload_ = offload; }
   int64_t n_past(int64_t seq = 0) const { return n_past_[static_cast<size_t>(seq)]; }
   const KimiK3State& state(int64_t seq = 0) const { return states_[static_cast<size_t>(seq)]; }
   // Bytes of the recurrent state (KDA conv + delta-rule), of the MLA cache, of the scratch.
@@ -126,6 +129,7 @@ class KimiK3Session final : public Session {
   const KimiK3Layer* layer_ = nullptr;  // the block forward_seq() is computing (pinned)
   ExpertSource& experts_;
   kernels::ThreadPool& pool_;
+  MatmulOffload* offload_ = nullptr;
   int64_t n_batch_;
   bool chunked_kda_;
   std::vector<KimiK3State> states_;  // one per sequence

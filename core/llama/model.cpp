@@ -165,22 +165,12 @@ class ModelLoader {
     reserve(Slot{v_b, &t, Conversion::kv_b_to_v_b, 0, v_b->row_bytes * c.v_head_dim * c.n_head});
   }
 
-  void read_checked(const GgufTensorInfo& t, std::span<std::byte> dst) {
-    reader_.read_sync(t.file_offset, dst);
-    if (!options_.check_tensor || options_.check_tensor(t, dst)) return;
-    reader_.read_sync(t.file_offset, dst);  // one re-read: the first copy may have been hit in transit
-    if (options_.check_tensor(t, dst)) return;
-    throw Error(ErrorCode::corrupt_data, "tensor '" + t.name + "' (" + std::to_string(t.n_bytes) + " bytes at offset " +
-                                             std::to_string(t.file_offset) + " of '" + reader_.path() +
-                                             "'): XXH3-64 differs from the index (sluice index) after one re-read");
-  }
-
   void fill(Slot& s, std::byte* arena, const ModelConfig& c) {
     std::byte* dst = arena + s.offset;
     const GgufTensorInfo& t = *s.src;
     Tensor& out = *s.dst;
     if (s.conv == Conversion::copy) {
-      read_checked(t, {dst, t.n_bytes});
+      read_checked(reader_, t, {dst, t.n_bytes}, options_.check_tensor);
       out.type = t.type;
       out.ne = t.ne;
       out.row_bytes = t.row_bytes;
@@ -188,7 +178,7 @@ class ModelLoader {
       return;
     }
     raw_.resize(t.n_bytes);
-    read_checked(t, raw_);
+    read_checked(reader_, t, raw_, options_.check_tensor);
     const int64_t rows = static_cast<int64_t>(t.n_elements) / t.ne[0];
     if (s.conv == Conversion::to_f32) {
       float* y = reinterpret_cast<float*>(dst);

@@ -35,6 +35,7 @@
 #include <vector>
 
 #include "common/weight_arena.h"
+#include "core/gguf/checked_read.h"
 #include "core/gguf/gguf.h"
 #include "core/gguf/tensor.h"
 #include "core/layers/layer_source.h"
@@ -65,7 +66,7 @@ struct LoadOptions {
   // Optional: sees each tensor's file bytes as read, before any conversion. When it returns
   // false the tensor is read once more; a second false is Error(corrupt_data) naming the tensor
   // and its offset. The engine checks resident tensors against the shard index with it.
-  std::function<bool(const GgufTensorInfo&, std::span<const std::byte>)> check_tensor = nullptr;
+  TensorCheck check_tensor = nullptr;
   bool stream_layer_tensors = false;
 };
 
