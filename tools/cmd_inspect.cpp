@@ -57,89 +57,84 @@ nlohmann::json value_json(const core::GgufValue& v) {
   return nullptr;
 }
 
-}  // namespace
+// What inspect prints about one file, in either form.
+struct Inspected {
+  std::string path;
+  const core::GgufFile& file;
+  const core::ModelSummary& s;
+  bool runnable;
+  double disk_gbps;
+  bool tensors;
+};
 
-int cmd_inspect(int argc, char** argv) {
-  cxxopts::Options options("sluice inspect", "Print a GGUF model's structure, sizes and disk-bound decode ceilings");
-  options.add_options()
-      ("model", "GGUF file", cxxopts::value<std::string>())
-      ("tensors", "list every tensor (name, type, shape, offset, bytes)")
-      ("json", "print JSON instead of text")
-      ("disk-gbps", "disk bandwidth for the ceiling table, GB/s", cxxopts::value<double>()->default_value("3"))
-      ("h,help", "show this help");
-  options.parse_positional({"model"});
-  options.positional_help("MODEL.gguf");
-  auto args = options.parse(argc, argv);
-  if (args.count("help")) {
-    std::cout << options.help();
-    return 0;
+constexpr double kHitRates[] = {0.0, 0.5, 0.9};
+
+void print_json(const Inspected& in) {
+  const core::GgufFile& file = in.file;
+  const core::ModelSummary& s = in.s;
+  const std::string& path = in.path;
+  const bool runnable = in.runnable;
+  const double disk_gbps = in.disk_gbps;
+  nlohmann::json j;
+  j["path"] = path;
+  j["gguf_version"] = file.version();
+  j["architecture"] = s.architecture;
+  j["runnable"] = runnable;
+  j["file_bytes"] = s.file_bytes;
+  j["data_offset"] = s.data_offset;
+  j["alignment"] = file.alignment();
+  j["tensor_count"] = s.tensor_count;
+  if (file.is_split()) {
+    nlohmann::json parts = nlohmann::json::array();
+    for (const auto& p : file.parts()) {
+      parts.push_back({{"path", p.path}, {"bytes", p.bytes}, {"data_offset", p.data_offset}, {"tensors", p.tensor_count}});
+    }
+    j["parts"] = parts;
   }
-  if (!args.count("model")) throw Error(ErrorCode::invalid_argument, "missing MODEL.gguf (usage: sluice inspect MODEL.gguf)");
-  const std::string path = args["model"].as<std::string>();
-  double disk_gbps = args["disk-gbps"].as<double>();
-  if (!(disk_gbps > 0)) throw Error(ErrorCode::invalid_argument, "--disk-gbps must be > 0");
-
-  io::PreadReader reader(path);
-  core::GgufFile file = core::GgufFile::parse(reader);
-  core::ModelSummary s = core::summarize(file);
-  const bool runnable = core::is_runnable(file);
-  const double hit_rates[] = {0.0, 0.5, 0.9};
-
-  if (args.count("json")) {
-    nlohmann::json j;
-    j["path"] = path;
-    j["gguf_version"] = file.version();
-    j["architecture"] = s.architecture;
-    j["runnable"] = runnable;
-    j["file_bytes"] = s.file_bytes;
-    j["data_offset"] = s.data_offset;
-    j["alignment"] = file.alignment();
-    j["tensor_count"] = s.tensor_count;
-    if (file.is_split()) {
-      nlohmann::json parts = nlohmann::json::array();
-      for (const auto& p : file.parts()) {
-        parts.push_back({{"path", p.path}, {"bytes", p.bytes}, {"data_offset", p.data_offset}, {"tensors", p.tensor_count}});
-      }
-      j["parts"] = parts;
-    }
-    nlohmann::json classes = nlohmann::json::object();
-    for (size_t c = 0; c < core::kTensorClassCount; ++c) {
-      classes[std::string(core::to_string(static_cast<core::TensorClass>(c)))] = s.class_bytes[c];
-    }
-    j["bytes_by_class"] = classes;
-    j["routed_expert_bytes"] = s.routed_expert_bytes;
-    j["resident_bytes"] = s.resident_bytes;
-    j["expert_shard_bytes"] = s.expert_shard_bytes;
-    j["n_expert"] = s.n_expert;
-    j["n_expert_used"] = s.n_expert_used;
-    j["routed_bytes_per_token"] = s.routed_bytes_per_token;
-    nlohmann::json layers = nlohmann::json::array();
-    for (const auto& l : s.moe_layers) layers.push_back({{"layer", l.layer}, {"n_expert", l.n_expert}, {"shard_bytes", l.shard_bytes}});
-    j["moe_layers"] = layers;
-    nlohmann::json ceilings = nlohmann::json::array();
-    if (s.routed_bytes_per_token > 0) {
-      for (double h : hit_rates) {
-        ceilings.push_back({{"disk_gbps", disk_gbps}, {"hit_rate", h}, {"tok_s", core::decode_ceiling_tok_s(s, disk_gbps, h)}});
-      }
-    }
-    j["decode_ceilings"] = ceilings;
-    nlohmann::json meta = nlohmann::json::object();
-    for (const auto& kv : file.metadata()) meta[kv.key] = value_json(kv.value);
-    j["metadata"] = meta;
-    if (args.count("tensors")) {
-      nlohmann::json tensors = nlohmann::json::array();
-      for (const auto& t : file.tensors()) {
-        std::vector<int64_t> shape(t.ne.begin(), t.ne.begin() + t.n_dims);
-        nlohmann::json entry = {{"name", t.name}, {"type", ggml_type_name(t.type)}, {"shape", shape},
-                                 {"offset", t.offset}, {"bytes", t.n_bytes}};
-        if (file.is_split()) entry["part"] = t.part;  // index into "parts"
-        tensors.push_back(entry);
-      }
-      j["tensors"] = tensors;
-    }
-    std::cout << j.dump(1) << "\n";
-    return 0;
+  nlohmann::json classes = nlohmann::json::object();
+  for (size_t c = 0; c < core::kTensorClassCount; ++c) {
+    classes[std::string(core::to_string(static_cast<core::TensorClass>(c)))] = s.class_bytes[c];
   }
+  j["bytes_by_class"] = classes;
+  j["routed_expert_bytes"] = s.routed_expert_bytes;
+  j["resident_bytes"] = s.resident_bytes;
+  j["expert_shard_bytes"] = s.expert_shard_bytes;
+  j["n_expert"] = s.n_expert;
+  j["n_expert_used"] = s.n_expert_used;
+  j["routed_bytes_per_token"] = s.routed_bytes_per_token;
+  nlohmann::json layers = nlohmann::json::array();
+  for (const auto& l : s.moe_layers) layers.push_back({{"layer", l.layer}, {"n_expert", l.n_expert}, {"shard_bytes", l.shard_bytes}});
+  j["moe_layers"] = layers;
+  nlohmann::json ceilings = nlohmann::json::array();
+  if (s.routed_bytes_per_token > 0) {
+    for (double h : kHitRates) {
+      ceilings.push_back({{"disk_gbps", disk_gbps}, {"hit_rate", h}, {"tok_s", core::decode_ceiling_tok_s(s, disk_gbps, h)}});
+    }
+  }
+  j["decode_ceilings"] = ceilings;
+  nlohmann::json meta = nlohmann::json::object();
+  for (const auto& kv : file.metadata()) meta[kv.key] = value_json(kv.value);
+  j["metadata"] = meta;
+  if (in.tensors) {
+    nlohmann::json tensors = nlohmann::json::array();
+    for (const auto& t : file.tensors()) {
+      std::vector<int64_t> shape(t.ne.begin(), t.ne.begin() + t.n_dims);
+      nlohmann::json entry = {{"name", t.name}, {"type", ggml_type_name(t.type)}, {"shape", shape},
+                               {"offset", t.offset}, {"bytes", t.n_bytes}};
+      if (file.is_split()) entry["part"] = t.part;  // index into "parts"
+      tensors.push_back(entry);
+    }
+    j["tensors"] = tensors;
+  }
+  std::cout << j.dump(1) << "\n";
+}
+
+void print_text(const Inspected& in) {
+  const core::GgufFile& file = in.file;
+  const core::ModelSummary& s = in.s;
+  const std::string& path = in.path;
+  const bool runnable = in.runnable;
+  const double disk_gbps = in.disk_gbps;
 
   std::printf("file:          %s (%s, GGUF v%u)\n", path.c_str(), human_bytes(s.file_bytes).c_str(), file.version());
   if (file.is_split()) {
@@ -175,11 +170,11 @@ int cmd_inspect(int argc, char** argv) {
     }
     std::printf("  routed bytes per token: %s\n", human_bytes(s.routed_bytes_per_token).c_str());
     std::printf("\ndisk-bound decode ceiling at %.1f GB/s:\n", disk_gbps);
-    for (double h : hit_rates) {
+    for (double h : kHitRates) {
       std::printf("  hit rate %3.0f%%: %10.1f tok/s\n", h * 100, core::decode_ceiling_tok_s(s, disk_gbps, h));
     }
   }
-  if (args.count("tensors")) {
+  if (in.tensors) {
     std::printf("\n%-40s %-8s %-24s %14s %12s%s\n", "name", "type", "shape", "offset", "bytes", file.is_split() ? "  part" : "");
     for (const auto& t : file.tensors()) {
       std::printf("%-40s %-8s %-24s %14llu %12s", t.name.c_str(), std::string(ggml_type_name(t.type)).c_str(),
@@ -188,6 +183,38 @@ int cmd_inspect(int argc, char** argv) {
       std::printf("\n");
     }
   }
+}
+
+}  // namespace
+
+int cmd_inspect(int argc, char** argv) {
+  cxxopts::Options options("sluice inspect", "Print a GGUF model's structure, sizes and disk-bound decode ceilings");
+  options.add_options()
+      ("model", "GGUF file", cxxopts::value<std::string>())
+      ("tensors", "list every tensor (name, type, shape, offset, bytes)")
+      ("json", "print JSON instead of text")
+      ("disk-gbps", "disk bandwidth for the ceiling table, GB/s", cxxopts::value<double>()->default_value("3"))
+      ("h,help", "show this help");
+  options.parse_positional({"model"});
+  options.positional_help("MODEL.gguf");
+  auto args = options.parse(argc, argv);
+  if (args.count("help")) {
+    std::cout << options.help();
+    return 0;
+  }
+  if (!args.count("model")) throw Error(ErrorCode::invalid_argument, "missing MODEL.gguf (usage: sluice inspect MODEL.gguf)");
+  const std::string path = args["model"].as<std::string>();
+  double disk_gbps = args["disk-gbps"].as<double>();
+  if (!(disk_gbps > 0)) throw Error(ErrorCode::invalid_argument, "--disk-gbps must be > 0");
+
+  io::PreadReader reader(path);
+  core::GgufFile file = core::GgufFile::parse(reader);
+  core::ModelSummary s = core::summarize(file);
+  const bool runnable = core::is_runnable(file);
+
+  const Inspected in{path, file, s, runnable, disk_gbps, args.count("tensors") > 0};
+  if (args.count("json")) print_json(in);
+  else print_text(in);
   return 0;
 }
 
