@@ -10,6 +10,7 @@
 
 #include "common/error.h"
 #include "app/decode_meter.h"
+#include "app/generate.h"
 #include "app/expert_parallel.h"
 #include "app/routing_stats.h"
 #include "app/trace_recorder.h"
@@ -68,9 +69,68 @@ cache::PredictionCounters minus(cache::PredictionCounters a, const cache::Predic
 
 double ratio(uint64_t num, uint64_t den) { return den ? static_cast<double>(num) / static_cast<double>(den) : 0.0; }
 
-int32_t argmax(std::span<const float> row) {
-  return static_cast<int32_t>(std::max_element(row.begin(), row.end()) - row.begin());
-}
+// What bench measures around the shared generate loop: the prefill's IO and the counters at the
+// start of decode (cache, prefetcher, GPU, exchange), and the DecodeMeter's marks around each
+// decode forward pass.
+class BenchPhases final : public GenerateObserver {
+ public:
+  BenchPhases(Engine& engine, const BenchOptions& options, StatsObserver* routing, BenchResult& r)
+      : meter(options.n_gen, [this] { return since(t_origin); }, [this] { return decode_counters(engine_); }),
+        engine_(engine), options_(options), routing_(routing), r_(r) {
+    if (engine_.cache()) before_prefill_ = engine_.cache()->stats();
+  }
+  void on_prefill_end(double prefill_s) override {
+    r_.prefill_tok_s = options_.n_prompt / prefill_s;
+    if (engine_.cache()) {
+      before = engine_.cache()->stats();
+      r_.prefill_bytes_read = before.total.bytes_read - before_prefill_.total.bytes_read;
+      r_.prefill_io_wait_share =
+          static_cast<double>(before.total.io_wait_ns - before_prefill_.total.io_wait_ns) / 1e9 / prefill_s;
+    }
+    if (engine_.gpu()) gpu_before = engine_.gpu()->counters();
+    if (engine_.prefetcher()) {
+      predicted_before = engine_.prefetcher()->stats();
+      // The prefill's read-aheads (a decode step is too small for one). The next layer's waste is
+      // counted when it routes, so the last read-ahead of the prompt is in.
+      r_.prefill_read_ahead_bytes = predicted_before.total.ahead_issued_bytes;
+      r_.prefill_read_ahead_wasted_bytes = predicted_before.total.ahead_wasted_bytes;
+    }
+    if (routing_) routing_->enabled = true;
+  }
+  void on_decode_begin(int64_t index) override {
+    if (index != 0) return;
+    t_origin = Clock::now();
+    exchange_before = options_.parallel ? options_.parallel->stats() : ExchangeStats{};
+    if (engine_.cache()) counters_before = engine_.cache()->stats().total;
+    meter.start();
+  }
+  void on_decode_end(int64_t index) override { meter.token_done(static_cast<int>(index)); }
+
+  DecodeMeter meter;
+  Clock::time_point t_origin;
+  cache::CacheStats before;
+  cache::PredictionStats predicted_before;
+  GpuCounters gpu_before;
+  ExchangeStats exchange_before;
+  cache::CacheCounters counters_before;
+
+ private:
+  static DecodeCounters decode_counters(Engine& engine) {  // the totals DecodeMeter reads
+    DecodeCounters c;
+    if (engine.cache()) {
+      const cache::CacheStats s = engine.cache()->stats();
+      c.cache = s.total;
+      c.io_busy_ns = s.io_busy_ns;
+    }
+    if (engine.prefetcher()) c.predicted = engine.prefetcher()->stats().total;
+    return c;
+  }
+  Engine& engine_;
+  const BenchOptions& options_;
+  StatsObserver* routing_;
+  BenchResult& r_;
+  cache::CacheStats before_prefill_;
+};
 
 }  // namespace
 
@@ -138,56 +198,18 @@ BenchResult run_bench(const BenchOptions& options) {
   std::vector<int32_t> prompt(static_cast<size_t>(options.n_prompt));
   for (auto& t : prompt) t = pick(rng);
 
-  const int64_t n_batch = engine.n_batch();
-  cache::CacheStats before_prefill;
-  if (engine.cache()) before_prefill = engine.cache()->stats();
-  auto t0 = Clock::now();
-  std::span<const float> logits;
-  for (int64_t i = 0; i < options.n_prompt; i += n_batch) {
-    int64_t n = std::min<int64_t>(n_batch, options.n_prompt - i);
-    logits = engine.forward({prompt.data() + i, static_cast<size_t>(n)}, i, false);
-  }
-  double prefill_s = since(t0);
-  r.prefill_tok_s = options.n_prompt / prefill_s;
-
-  cache::CacheStats before;
-  cache::PredictionStats predicted_before;
-  if (engine.cache()) {
-    before = engine.cache()->stats();
-    r.prefill_bytes_read = before.total.bytes_read - before_prefill.total.bytes_read;
-    r.prefill_io_wait_share = static_cast<double>(before.total.io_wait_ns - before_prefill.total.io_wait_ns) / 1e9 / prefill_s;
-  }
-  GpuCounters gpu_before;
-  if (engine.gpu()) gpu_before = engine.gpu()->counters();
-  if (engine.prefetcher()) {
-    predicted_before = engine.prefetcher()->stats();
-    // The prefill's read-aheads (a decode step is too small for one). The next layer's waste is
-    // counted when it routes, so the last read-ahead of the prompt is in.
-    r.prefill_read_ahead_bytes = predicted_before.total.ahead_issued_bytes;
-    r.prefill_read_ahead_wasted_bytes = predicted_before.total.ahead_wasted_bytes;
-  }
-  if (observer) observer->enabled = true;
-  int32_t token = argmax(logits.last(static_cast<size_t>(n_vocab)));
-  const auto t_origin = Clock::now();
-  DecodeMeter meter(options.n_gen, [&] { return since(t_origin); }, [&] {
-    DecodeCounters c;
-    if (engine.cache()) {
-      const cache::CacheStats s = engine.cache()->stats();
-      c.cache = s.total;
-      c.io_busy_ns = s.io_busy_ns;
-    }
-    if (engine.prefetcher()) c.predicted = engine.prefetcher()->stats().total;
-    return c;
-  });
-  const ExchangeStats exchange_before = options.parallel ? options.parallel->stats() : ExchangeStats{};
-  cache::CacheCounters counters_before;
-  if (engine.cache()) counters_before = engine.cache()->stats().total;
-  meter.start();
-  for (int s = 0; s < options.n_gen; ++s) {
-    logits = engine.forward({&token, 1}, options.n_prompt + s, false);
-    token = argmax(logits);
-    meter.token_done(s);
-  }
+  // Greedy and exactly n_gen decode forward passes: n_gen tokens, the last one fed too.
+  SequenceGenerator seq(n_vocab, engine.n_ctx());
+  seq.start(prompt, 0, {.max_tokens = options.n_gen}, {.temperature = 0, .repeat_penalty = 1});
+  BenchPhases phases(engine, options, observer ? &*observer : nullptr, r);
+  generate(engine, seq, &phases);
+  const DecodeMeter& meter = phases.meter;
+  const auto& t_origin = phases.t_origin;
+  const cache::CacheStats& before = phases.before;
+  const cache::PredictionStats& predicted_before = phases.predicted_before;
+  const GpuCounters& gpu_before = phases.gpu_before;
+  const ExchangeStats& exchange_before = phases.exchange_before;
+  const cache::CacheCounters& counters_before = phases.counters_before;
   const DecodeFigures f = meter.figures(options.disk_gbps_raw);
   {
     const double decode_s = since(t_origin), n = options.n_gen;

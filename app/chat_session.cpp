@@ -1,7 +1,8 @@
 #include "app/chat_session.h"
 
+#include "app/generate.h"
+
 #include <algorithm>
-#include <chrono>
 
 #include "common/error.h"
 #include "core/text/chat_template.h"
@@ -12,15 +13,28 @@ namespace sluice::core {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
-
-cache::CacheCounters counters(Engine& e) { return e.cache() ? e.cache()->stats().total : cache::CacheCounters{}; }
+// The answer as it streams: every sampled token (for the cache) and the text of those that are
+// not the end of the turn.
+struct ChatAnswer final : GenerateObserver {
+  ChatAnswer(const Tokenizer& tokenizer, const std::function<void(const std::string&)>& on_text)
+      : tokenizer(tokenizer), on_text(on_text) {}
+  void on_token(int64_t, int32_t token, bool end) override {
+    tokens.push_back(token);
+    if (end) return;
+    const std::string piece = tokenizer.token_to_piece(token, false);
+    text += piece;
+    on_text(piece);
+  }
+  const Tokenizer& tokenizer;
+  const std::function<void(const std::string&)>& on_text;
+  std::vector<int32_t> tokens;
+  std::string text;
+};
 
 }  // namespace
 
 ChatSession::ChatSession(Engine& engine, const Tokenizer& tokenizer, const ChatTemplate& chat, const SamplerOptions& sampling)
-    : engine_(engine), tokenizer_(tokenizer), chat_(chat), sampling_(sampling), last_(static_cast<size_t>(engine.n_vocab())) {}
+    : engine_(engine), tokenizer_(tokenizer), chat_(chat), sampling_(sampling), seq_(engine.n_vocab(), engine.n_ctx()) {}
 
 void ChatSession::reset() {
   messages_ = nlohmann::ordered_json::array();
@@ -68,60 +82,35 @@ ChatTurnStats ChatSession::say(const std::string& user_text, int64_t max_tokens,
   cached_.resize(keep);
   cached_text_ = text;
 
-  const auto t_prefill = Clock::now();
-  const size_t n_batch = static_cast<size_t>(engine_.n_batch());
-  for (size_t i = keep; i < prompt.size(); i += n_batch) {
-    const size_t n = std::min(prompt.size() - i, n_batch);
-    auto rows = engine_.forward({prompt.data() + i, n}, static_cast<int64_t>(i), false);
-    std::copy(rows.end() - engine_.n_vocab(), rows.end(), last_.begin());
-    cached_.insert(cached_.end(), prompt.begin() + static_cast<std::ptrdiff_t>(i), prompt.begin() + static_cast<std::ptrdiff_t>(i + n));
-  }
-  st.prefilled_tokens = static_cast<int64_t>(prompt.size() - keep);
-  st.prefill_seconds = since(t_prefill);
-
   turn_prompt_ = prompt;
-  Sampler sampler(sampling_, engine_.n_vocab());
-  for (int32_t t : prompt) sampler.accept(t);
-  std::string answer;
-  int32_t ended_by = -1;  // the end-of-generation token, fed to the cache
-  const cache::CacheCounters before = counters(engine_);
-  const auto t_decode = Clock::now();
-  for (;;) {
-    if (stop.load()) {
-      st.interrupted = true;
-      break;
-    }
-    if (max_tokens >= 0 && st.generated_tokens >= max_tokens) break;
-    if (static_cast<int64_t>(cached_.size()) >= n_ctx) {
-      st.context_full = true;
-      break;
-    }
-    const int32_t tok = sampler.sample(last_);
-    sampler.accept(tok);
-    const bool end = tokenizer_.is_eog(tok);
-    if (!end) {
-      ++st.generated_tokens;
-      const std::string piece = tokenizer_.token_to_piece(tok, false);
-      answer += piece;
-      on_text(piece);
-    }
-    // The end-of-turn token goes into the cache too: the next turn's markers follow it.
-    auto row = engine_.forward({&tok, 1}, static_cast<int64_t>(cached_.size()), false);
-    cached_.push_back(tok);
-    std::copy(row.begin(), row.end(), last_.begin());
-    if (end) {
-      ended_by = tok;
-      break;
-    }
+  // Every sampled token is fed, the end-of-turn one too: the cache then stands for the answer and
+  // its end, and the next turn's markers follow them.
+  GenerateOptions go{.max_tokens = max_tokens, .end_tokens = EndTokens::eog, .tokenizer = &tokenizer_,
+                     .feed_end_token = true, .feed_last_token = true, .room_before_sampling = true, .interrupt = &stop};
+  seq_.start(prompt, static_cast<int64_t>(keep), go, sampling_);
+  ChatAnswer answer(tokenizer_, on_text);
+  GenerateStats g;
+  try {
+    g = generate(engine_, seq_, &answer);
+  } catch (...) {  // the cache no longer stands for known tokens: the next turn prefills anew
+    cached_.clear();
+    cached_text_.clear();
+    throw;
   }
-  cached_text_ += answer;
-  if (ended_by >= 0) cached_text_ += tokenizer_.token_text(ended_by);
-  st.decode_seconds = since(t_decode);
-  const cache::CacheCounters after = counters(engine_);
-  st.cache_hits = after.hits - before.hits;
-  st.cache_misses = after.misses - before.misses;
-  st.bytes_read = after.bytes_read - before.bytes_read;
-  messages_.push_back({{"role", "assistant"}, {"content", answer}});
+  cached_ = prompt;
+  cached_.insert(cached_.end(), answer.tokens.begin(), answer.tokens.end());
+  cached_text_ += answer.text;
+  if (g.reason == StopReason::end_token) cached_text_ += tokenizer_.token_text(answer.tokens.back());
+  st.prefilled_tokens = g.prefilled_tokens;
+  st.prefill_seconds = g.prefill_seconds;
+  st.generated_tokens = g.generated - (g.reason == StopReason::end_token ? 1 : 0);
+  st.interrupted = g.reason == StopReason::interrupted;
+  st.context_full = g.reason == StopReason::context_full;
+  st.decode_seconds = g.decode_seconds;
+  st.cache_hits = g.decode_hits;
+  st.cache_misses = g.decode_misses;
+  st.bytes_read = g.decode_bytes_read;
+  messages_.push_back({{"role", "assistant"}, {"content", answer.text}});
   return st;
 }
 

@@ -23,6 +23,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "app/generate.h"
 #include "app/sampler.h"
 
 namespace sluice::core {
@@ -67,7 +68,7 @@ class ChatSession {
   std::vector<int32_t> cached_;  // the tokens whose keys and values the cache holds, in order
   std::string cached_text_;      // the rendered text those tokens stand for
   std::vector<int32_t> turn_prompt_;
-  std::vector<float> last_;      // logits of the last computed position
+  SequenceGenerator seq_;       // the answer's loop (app/generate.h)
 };
 
 }  // namespace sluice::core

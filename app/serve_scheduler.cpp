@@ -92,7 +92,8 @@ Scheduler::Scheduler(Engine& engine, Tokenizer tokenizer, const SchedulerOptions
   n_vocab_ = engine_.n_vocab();
   n_expert_ = c.n_expert;
   if (options_.max_queue < 0) throw Error(ErrorCode::invalid_argument, "queue size must be >= 0");
-  slots_.resize(static_cast<size_t>(s.n_seq()));
+  slots_.reserve(static_cast<size_t>(s.n_seq()));
+  for (int64_t i = 0; i < s.n_seq(); ++i) slots_.emplace_back(n_vocab_, n_ctx_);
   if (n_batch_ < s.n_seq())
     throw Error(ErrorCode::invalid_argument, "batch size " + std::to_string(n_batch_) + " is below the " +
                                                  std::to_string(s.n_seq()) + " parallel slots (raise -b)");
@@ -175,7 +176,8 @@ void Scheduler::finish(Slot& slot, FinishReason reason, std::string error) {
     --metrics_.active;
   }
   slot.gen->finish(reason, std::move(error));
-  slot = Slot{};
+  slot.gen.reset();
+  slot.fed = 0;
 }
 
 void Scheduler::admit_locked() {
@@ -205,8 +207,15 @@ void Scheduler::admit_locked() {
     for (size_t i = 0; i < pick; ++i) ++queue_[i]->skipped_;  // older ones passed over
     slot.gen = queue_[pick];
     queue_.erase(queue_.begin() + static_cast<int64_t>(pick));
-    slot.sampler.emplace(slot.gen->params_.sampling, n_vocab_);
-    for (int32_t t : slot.gen->params_.prompt) slot.sampler->accept(t);
+    const GenerationParams& p = slot.gen->params_;
+    // End-of-generation tokens end a request undelivered; max_tokens and a full context end it
+    // without feeding the last token (nothing would read its logits).
+    slot.seq.start(p.prompt, 0,
+                   {.max_tokens = p.max_tokens > 0 ? p.max_tokens : -1,
+                    .end_tokens = p.stop_at_eog && tokenizer_.n_vocab() > 0 ? EndTokens::eog : EndTokens::none,
+                    .tokenizer = &tokenizer_,
+                    .feed_last_token = false},
+                   p.sampling);
     ++metrics_.active;
     metrics_.prompt_tokens += slot.gen->params_.prompt.size();
   }
@@ -245,29 +254,30 @@ void Scheduler::step() {
   // Decode tokens first: one per request past its prompt.
   for (size_t i = 0; i < slots_.size(); ++i) {
     Slot& s = slots_[i];
-    if (!s.gen || s.prompt_done < s.gen->params_.prompt.size()) continue;
-    batch_tokens_[n] = s.next;
+    if (!s.gen || s.seq.prefilling()) continue;
+    const SequenceInput in = s.seq.next_input(1);
+    batch_tokens_[n] = in.tokens[0];
     batch_seqs_[n] = static_cast<int32_t>(i);
-    batch_pos_[n] = s.n_past;
+    batch_pos_[n] = in.pos;
     batch_want_[n] = 1;
     row_slot_[rows++] = static_cast<int32_t>(i);
+    s.fed = 1;
     ++n;
   }
   // Then prompt chunks in the room left.
   for (size_t i = 0; i < slots_.size() && n < static_cast<size_t>(n_batch_); ++i) {
     Slot& s = slots_[i];
-    if (!s.gen) continue;
-    const std::vector<int32_t>& prompt = s.gen->params_.prompt;
-    if (s.prompt_done >= prompt.size()) continue;
-    const size_t take = std::min(prompt.size() - s.prompt_done, static_cast<size_t>(n_batch_) - n);
-    for (size_t k = 0; k < take; ++k) {
-      batch_tokens_[n] = prompt[s.prompt_done + k];
+    if (!s.gen || !s.seq.prefilling()) continue;
+    const SequenceInput in = s.seq.next_input(static_cast<size_t>(n_batch_) - n);
+    for (size_t k = 0; k < in.tokens.size(); ++k) {
+      batch_tokens_[n] = in.tokens[k];
       batch_seqs_[n] = static_cast<int32_t>(i);
-      batch_pos_[n] = s.n_past + static_cast<int64_t>(k);
-      batch_want_[n] = s.prompt_done + k + 1 == prompt.size();
+      batch_pos_[n] = in.pos + static_cast<int64_t>(k);
+      batch_want_[n] = in.wants_logits && k + 1 == in.tokens.size();
       if (batch_want_[n]) row_slot_[rows++] = static_cast<int32_t>(i);
       ++n;
     }
+    s.fed = in.tokens.size();
     prefill = true;
   }
   if (n == 0) return;
@@ -285,30 +295,19 @@ void Scheduler::step() {
   const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
 
   // Advance every slot in the batch, then sample the rows.
-  for (size_t k = 0; k < n; ++k) {
-    Slot& s = slots_[static_cast<size_t>(batch_seqs_[k])];
-    ++s.n_past;
-    if (s.prompt_done < s.gen->params_.prompt.size()) ++s.prompt_done;
+  for (Slot& s : slots_) {
+    if (s.fed) s.seq.fed(s.fed);
+    s.fed = 0;
   }
   uint64_t generated = 0;
   size_t n_done = 0;  // requests that end with this step: finished after the counters below
   for (size_t r = 0; r < rows; ++r) {
     Slot& s = slots_[static_cast<size_t>(row_slot_[r])];
-    const int32_t tok = s.sampler->sample(logits.subspan(r * static_cast<size_t>(n_vocab_), static_cast<size_t>(n_vocab_)));
-    s.sampler->accept(tok);
-    ++s.generated;
-    ++generated;
-    const GenerationParams& p = s.gen->params_;
-    if (p.stop_at_eog && tokenizer_.n_vocab() > 0 && tokenizer_.is_eog(tok)) {
-      done_[n_done++] = {row_slot_[r], FinishReason::stop};
-      continue;
-    }
-    s.gen->deliver(tok);
-    if ((p.max_tokens > 0 && s.generated >= p.max_tokens) || s.n_past >= n_ctx_) {
-      done_[n_done++] = {row_slot_[r], FinishReason::length};
-      continue;
-    }
-    s.next = tok;
+    const SampledToken t = s.seq.accept_logits(logits.subspan(r * static_cast<size_t>(n_vocab_), static_cast<size_t>(n_vocab_)));
+    if (t.token >= 0) ++generated;
+    if (t.token >= 0 && !t.end) s.gen->deliver(t.token);
+    if (s.seq.done())
+      done_[n_done++] = {row_slot_[r], s.seq.reason() == StopReason::end_token ? FinishReason::stop : FinishReason::length};
   }
   count_step(prefill, generated, seconds, bytes_before);
   for (size_t k = 0; k < n_done; ++k) finish(slots_[static_cast<size_t>(done_[k].first)], done_[k].second);

@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "core/engine.h"
+#include "app/generate.h"
 #include "app/sampler.h"
 #include "core/llama/session.h"
 #include "core/text/tokenizer.h"
@@ -131,13 +132,13 @@ class Scheduler final : public RoutingObserver {
   void on_routing(const RoutingEvent& event) override;
 
  private:
+  // A request slot: the request and its sequence (prompt left, sampler, stop conditions,
+  // position; app/generate.h), driven one batch step at a time.
   struct Slot {
+    Slot(int64_t n_vocab, int64_t n_ctx) : seq(n_vocab, n_ctx) {}
     std::shared_ptr<Generation> gen;
-    std::optional<Sampler> sampler;
-    size_t prompt_done = 0;   // prompt tokens evaluated
-    int64_t n_past = 0;       // positions filled in this slot's KV cache
-    int32_t next = -1;        // sampled token still to be evaluated
-    int64_t generated = 0;
+    SequenceGenerator seq;
+    size_t fed = 0;  // tokens of this slot in the step being run
   };
   void run();
   void admit_locked();

@@ -17,6 +17,7 @@
 #include "core/engine.h"
 #include "core/gpu/vram_expert_cache.h"
 #include "core/llama/model.h"
+#include "app/generate.h"
 #include "app/sampler.h"
 #include "core/llama/session.h"
 #include "core/text/tokenizer.h"
@@ -145,6 +146,35 @@ class StatsPrinter {
   core::GpuCounters gpu_start_, gpu_before_;
   bool started_ = false;
   StatusLine status_;
+};
+
+// What run prints while the loop runs: each token as it comes (its piece, or its id without a
+// tokenizer), the --stats lines around each decode step, and every logits row to --logits-out.
+class RunPrinter final : public core::GenerateObserver {
+ public:
+  RunPrinter(const core::Tokenizer* tokenizer, StatsPrinter& stats) : tokenizer_(tokenizer), stats_(stats) {}
+  void open_logits(const std::string& path) {
+    logits_out_.open(path, std::ios::binary | std::ios::trunc);
+    if (!logits_out_) throw Error(ErrorCode::io_error, "cannot write --logits-out '" + path + "'");
+  }
+  bool wants_prompt_logits() const override { return logits_out_.is_open(); }
+  void on_rows(std::span<const float> rows) override {
+    if (!logits_out_.is_open()) return;
+    logits_out_.write(reinterpret_cast<const char*>(rows.data()), static_cast<std::streamsize>(rows.size_bytes()));
+    if (!logits_out_) throw Error(ErrorCode::io_error, "write to --logits-out failed");
+  }
+  void on_token(int64_t index, int32_t token, bool) override {
+    if (tokenizer_) std::fputs(tokenizer_->token_to_piece(token, false).c_str(), stdout);
+    else std::printf("%s%d", index ? " " : "", token);
+    std::fflush(stdout);
+  }
+  void on_decode_begin(int64_t) override { stats_.begin(); }
+  void on_decode_end(int64_t index) override { stats_.token(static_cast<int>(index)); }
+
+ private:
+  const core::Tokenizer* tokenizer_;
+  StatsPrinter& stats_;
+  std::ofstream logits_out_;
 };
 
 }  // namespace
@@ -277,7 +307,6 @@ int cmd_run(int argc, char** argv) {
     throw Error(ErrorCode::invalid_argument, "prompt of " + std::to_string(prompt.size()) +
                                                  " tokens is longer than the context of " + std::to_string(n_ctx) +
                                                  " tokens (raise -c)");
-  const int64_t n_batch = engine.n_batch();
   if (routing.recorder()) {
     routing.recorder()->begin_sequence(engine.model().expert_geometry(), n_ctx);
     engine.session().set_routing_observer(routing.recorder());
@@ -289,75 +318,34 @@ int cmd_run(int argc, char** argv) {
     std::fprintf(stderr, "sluice run: %s\n", describe_warm(warm.shards, warm.bytes, warm.seconds).c_str());
   }
   StatsPrinter stats(engine, args.count("stats") > 0);
-  core::Sampler sampler({.temperature = args["temp"].as<float>(),
+  const core::SamplerOptions sampling{.temperature = args["temp"].as<float>(),
                          .top_k = args["top-k"].as<int>(),
                          .top_p = args["top-p"].as<float>(),
                          .min_p = args["min-p"].as<float>(),
                          .repeat_penalty = args["repeat-penalty"].as<float>(),
                          .repeat_last_n = args["repeat-last-n"].as<int>(),
-                         .seed = args["seed"].as<uint64_t>()},
-                        engine.n_vocab());
+                         .seed = args["seed"].as<uint64_t>()};
 
-  std::ofstream logits_out;
-  if (args.count("logits-out") && leader) {
-    logits_out.open(args["logits-out"].as<std::string>(), std::ios::binary | std::ios::trunc);
-    if (!logits_out)
-      throw Error(ErrorCode::io_error, "cannot write --logits-out '" + args["logits-out"].as<std::string>() + "'");
-  }
-  auto write_rows = [&](std::span<const float> rows) {
-    if (!logits_out.is_open()) return;
-    logits_out.write(reinterpret_cast<const char*>(rows.data()), static_cast<std::streamsize>(rows.size_bytes()));
-    if (!logits_out) throw Error(ErrorCode::io_error, "write to --logits-out failed");
-  };
-
+  core::GenerateOptions go;
+  go.max_tokens = n_predict;
+  go.tokenizer = tokenizer ? &*tokenizer : nullptr;
+  go.end_tokens = tokenizer && !args.count("ignore-eos") ? core::EndTokens::eos : core::EndTokens::none;
+  core::SequenceGenerator seq(engine.n_vocab(), n_ctx);
+  seq.start(prompt, 0, go, sampling);
+  RunPrinter printer(tokenizer ? &*tokenizer : nullptr, stats);
+  if (args.count("logits-out") && leader) printer.open_logits(args["logits-out"].as<std::string>());
   if (tokenizer && prompt_text) {
     for (int32_t id : prompt) std::fputs(tokenizer->token_to_piece(id, false).c_str(), stdout);
     std::fflush(stdout);
   }
-  const auto t_prompt = Clock::now();
-  std::vector<float> last(static_cast<size_t>(engine.n_vocab()));
-  for (size_t i = 0; i < prompt.size(); i += static_cast<size_t>(n_batch)) {
-    const size_t n = std::min(prompt.size() - i, static_cast<size_t>(n_batch));
-    const bool final_chunk = i + n == prompt.size();
-    auto rows = engine.forward({prompt.data() + i, n}, static_cast<int64_t>(i), logits_out.is_open());
-    write_rows(rows);
-    if (final_chunk) std::copy(rows.end() - engine.n_vocab(), rows.end(), last.begin());
-  }
-  const double prompt_s = seconds_since(t_prompt);
-  for (int32_t id : prompt) sampler.accept(id);
-
-  const auto t_gen = Clock::now();
-  int generated = 0;
-  int64_t pos = static_cast<int64_t>(prompt.size());
-  for (; generated < n_predict; ++generated) {
-    const int32_t tok = sampler.sample(last);
-    sampler.accept(tok);
-    if (tokenizer) {
-      std::fputs(tokenizer->token_to_piece(tok, false).c_str(), stdout);
-    } else {
-      std::printf("%s%d", generated ? " " : "", tok);
-    }
-    std::fflush(stdout);
-    if (tokenizer && tok == tokenizer->eos() && !args.count("ignore-eos")) {
-      ++generated;
-      break;
-    }
-    if (pos >= engine.n_ctx()) {
-      std::fprintf(stderr, "\nsluice run: context of %lld tokens is full\n", static_cast<long long>(engine.n_ctx()));
-      ++generated;
-      break;
-    }
-    stats.begin();
-    auto row = engine.forward({&tok, 1}, pos++);
-    stats.token(generated);
-    write_rows(row);
-    std::copy(row.begin(), row.end(), last.begin());
-  }
-  const double gen_s = seconds_since(t_gen);
+  const core::GenerateStats g = core::generate(engine, seq, &printer);
+  if (g.reason == core::StopReason::context_full)
+    std::fprintf(stderr, "\nsluice run: context of %lld tokens is full\n", static_cast<long long>(engine.n_ctx()));
+  const double prompt_s = g.prefill_seconds, gen_s = g.decode_seconds;
   std::printf("\n");
-  std::fprintf(stderr, "sluice run: prompt %zu tokens in %.3f s (%.1f tok/s), generated %d tokens in %.3f s (%.1f tok/s)\n",
-               prompt.size(), prompt_s, prompt.size() / std::max(prompt_s, 1e-9), generated, gen_s,
-               generated / std::max(gen_s, 1e-9));
+  std::fprintf(stderr, "sluice run: prompt %zu tokens in %.3f s (%.1f tok/s), generated %lld tokens in %.3f s (%.1f tok/s)\n",
+               prompt.size(), prompt_s, prompt.size() / std::max(prompt_s, 1e-9), static_cast<long long>(g.generated), gen_s,
+               static_cast<double>(g.generated) / std::max(gen_s, 1e-9));
   stats.summary(gen_s);
   if (leader) routing.write("run");
   if (const std::string faults = engine.describe_faults(); !faults.empty())

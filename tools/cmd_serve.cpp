@@ -17,6 +17,7 @@
 #include "core/engine.h"
 #include "core/gguf/gguf.h"
 #include "app/serve_scheduler.h"
+#include "app/text_stream.h"
 #include "core/text/tokenizer.h"
 #include "tools/commands.h"
 #include "tools/expert_parallel_flag.h"
@@ -72,7 +73,7 @@ const char* finish_name(core::FinishReason r, bool stopped_by_string) {
 
 // Waits for the next tokens, ending the request early when the client is gone, a stop string
 // appeared, or the server's shutdown grace is over. Returns true once the request is done.
-bool next_tokens(core::Generation& gen, http::Responder& out, const TextStream& text, std::vector<int32_t>& toks,
+bool next_tokens(core::Generation& gen, http::Responder& out, const core::TextStream& text, std::vector<int32_t>& toks,
                  std::chrono::milliseconds wait) {
   toks.clear();
   const bool done = gen.wait(toks, wait);
@@ -83,7 +84,7 @@ bool next_tokens(core::Generation& gen, http::Responder& out, const TextStream& 
   return done;
 }
 
-void generate_whole(Server& s, core::Generation& gen, TextStream& stream, http::Responder& out, const std::string& id,
+void generate_whole(Server& s, core::Generation& gen, core::TextStream& stream, http::Responder& out, const std::string& id,
                     bool chat) {
   std::vector<int32_t> toks;
   int64_t n_generated = 0;
@@ -113,7 +114,7 @@ void generate_whole(Server& s, core::Generation& gen, TextStream& stream, http::
 // Server-sent events; a write that fails (client gone) cancels the request. Every stream that
 // still has a client ends with a final chunk (finish_reason) and [DONE], also when cut at
 // shutdown.
-void generate_stream(Server& s, core::Generation& gen, TextStream& stream, http::Responder& out,
+void generate_stream(Server& s, core::Generation& gen, core::TextStream& stream, http::Responder& out,
                      const std::string& id, bool chat) {
   auto write = [&](const std::string& data) {
     if (out.write(data)) return true;
@@ -173,7 +174,7 @@ void handle_generate(Server& s, const http::Request& req, http::Responder& out, 
     auto gen = s.scheduler->submit(std::move(p));
     if (!gen) return out.send(error_reply(503, "the queue is full; retry later"));
     const std::string id = std::string(chat ? "chatcmpl-" : "cmpl-") + std::to_string(s.next_id++);
-    TextStream stream(r->stop);
+    core::TextStream stream(r->stop);
     if (r->stream) generate_stream(s, *gen, stream, out, id, chat);
     else generate_whole(s, *gen, stream, out, id, chat);
   } catch (const Error& e) {

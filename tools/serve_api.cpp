@@ -15,18 +15,6 @@ constexpr size_t kMaxStops = 4;
 constexpr size_t kMaxStopBytes = 256;
 constexpr size_t kMaxMessages = 4096;
 
-// Length of the longest prefix of s that ends on a whole UTF-8 character.
-size_t utf8_whole(const std::string& s) {
-  const size_t n = s.size();
-  for (size_t back = 1; back <= std::min<size_t>(4, n); ++back) {
-    const auto c = static_cast<unsigned char>(s[n - back]);
-    if ((c & 0xC0) == 0x80) continue;  // continuation byte: look further back
-    size_t len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 1;
-    return back >= len ? n : n - back;
-  }
-  return n;
-}
-
 bool number_in(const ordered_json& v, double lo, double hi) {
   return v.is_number() && std::isfinite(v.get<double>()) && v.get<double>() >= lo && v.get<double>() <= hi;
 }
@@ -167,40 +155,6 @@ std::optional<ApiRequest> parse_request(const std::string& body, bool chat, ApiE
     }
   }
   return r;
-}
-
-std::string TextStream::push(const std::string& piece) {
-  if (stopped_) return {};
-  buf_ += piece;
-  for (const auto& s : stops_) {
-    const size_t at = buf_.find(s);
-    if (at != std::string::npos) {
-      buf_.resize(at);
-      stopped_ = true;
-    }
-  }
-  size_t keep = 0;  // a tail that may grow into a stop string stays back
-  if (!stopped_) {
-    for (const auto& s : stops_)
-      for (size_t k = std::min(s.size() - 1, buf_.size()); k > keep; --k)
-        if (buf_.compare(buf_.size() - k, k, s, 0, k) == 0) {
-          keep = k;
-          break;
-        }
-  }
-  size_t n = utf8_whole(buf_.substr(0, buf_.size() - keep));
-  if (stopped_) n = buf_.size();
-  std::string out = buf_.substr(0, n);
-  buf_.erase(0, n);
-  sent_ += out;
-  return out;
-}
-
-std::string TextStream::flush() {
-  std::string out = stopped_ ? std::string() : buf_;
-  buf_.clear();
-  sent_ += out;
-  return out;
 }
 
 }  // namespace sluice::tools

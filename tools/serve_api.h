@@ -38,24 +38,6 @@ std::optional<ApiRequest> parse_request(const std::string& body, bool chat, ApiE
 
 nlohmann::ordered_json error_body(int status, const std::string& message);
 
-// Text from token pieces: emits whole UTF-8 characters only, and holds back the tail that could
-// still become a stop string; stop() is true once a stop string appeared (text ends before it).
-class TextStream {
- public:
-  explicit TextStream(std::vector<std::string> stops) : stops_(std::move(stops)) {}
-  // Adds a piece; returns the text now safe to send.
-  std::string push(const std::string& piece);
-  // At the end: the rest (an incomplete UTF-8 tail becomes U+FFFD).
-  std::string flush();
-  bool stopped() const { return stopped_; }
-  const std::string& text() const { return sent_; }  // everything returned so far
-
- private:
-  std::vector<std::string> stops_;
-  std::string buf_, sent_;
-  bool stopped_ = false;
-};
-
 // json.dump that never throws on invalid UTF-8 (replaced by U+FFFD).
 std::string dump(const nlohmann::ordered_json& j);
 
