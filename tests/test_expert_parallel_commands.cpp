@@ -57,7 +57,7 @@ TEST_CASE("a chat piped into mpirun -np 2 sluice chat --expert-parallel answers 
   CHECK(b == a);
 }
 
-TEST_CASE("a serve job whose rank 0 fails a batch step ends with its error line instead of hanging rank 1") {
+TEST_CASE("an expert-parallel serve job whose rank 0 fails a batch step ends with its error line instead of hanging rank 1") {
   // Every even expert's gate slice fails to read, persistently: under --expert-parallel only
   // rank 0 (expert e -> rank e mod 2) reads them, so rank 0's step throws while rank 1 waits in
   // the exchange. One process would answer the request with an error and serve on; two ranks
