@@ -50,7 +50,8 @@ TEST_CASE("a chat piped into mpirun -np 2 sluice chat --expert-parallel answers 
   const auto one = test::run_command("(" + input + "'" + test::sluice_binary() + "' " + args + ")");
   REQUIRE_MESSAGE(one.exit_code == 0, one.err);
   const auto two =
-      test::run_command("(" + input + test::mpirun(2) + "'" + test::sluice_binary() + "' " + args + " --expert-parallel)");
+      test::run_command("(" + input + "timeout 120 " + test::mpirun(2) + "'" + test::sluice_binary() + "' " + args +
+                        " --expert-parallel)");  // a rank that misses a line would wait forever
   REQUIRE_MESSAGE(two.exit_code == 0, two.err);
   const std::string a = answers_only(one.out), b = answers_only(two.out);
   CHECK(std::count(a.begin(), a.end(), '[') == 3);  // three answers
