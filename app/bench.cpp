@@ -217,6 +217,7 @@ BenchResult run_bench(const BenchOptions& options) {
     if (options.parallel) {
       const ExchangeStats x = options.parallel->stats();
       r.exchange_s_per_token = (x.seconds - exchange_before.seconds) / n;
+      r.exchange_wait_s_per_token = (x.wait_seconds - exchange_before.wait_seconds) / n;
       r.exchange_bytes_per_token = static_cast<double>(x.bytes_received - exchange_before.bytes_received) / n;
     }
     double io_wait_s = 0;

@@ -117,6 +117,7 @@ struct BenchResult {
   uint64_t expert_arena_bytes = 0;
   double decode_s_per_token = 0, compute_s_per_token = 0, exchange_s_per_token = 0;
   double exchange_bytes_per_token = 0;  // received from the other ranks
+  double exchange_wait_s_per_token = 0;  // of exchange_s_per_token, in the wait after the shared expert
 };
 
 BenchResult run_bench(const BenchOptions& options);

@@ -35,18 +35,29 @@ void check(int rc, const char* what) {
 }  // namespace
 
 // Allgatherv of the (token, slot) rows, in place: rank r's rows sit at displs[r] of the scratch,
-// in slot order; every rank knows every count because every rank knows the routing.
+// in slot order; every rank knows every count because every rank knows the routing. begin()
+// packs this rank's rows and starts an MPI_Iallgatherv; finish() waits for it and unpacks the
+// other ranks' rows, so what the caller computes between the two (the shared expert) overlaps
+// the transfer as far as the MPI library progresses it in the background.
 class ExpertParallel::Exchange final : public ExpertExchange {
  public:
   explicit Exchange(const ExpertPartition& p)
       : partition_(p), counts_(static_cast<size_t>(p.n_ranks)), displs_(static_cast<size_t>(p.n_ranks)),
         cursor_(static_cast<size_t>(p.n_ranks)) {}
   const ExpertPartition& partition() const override { return partition_; }
+  void set_partition(ExpertPartition p) override {
+    if (p.n_ranks != partition_.n_ranks || p.rank != partition_.rank)
+      throw Error(ErrorCode::internal, "expert partition for rank " + std::to_string(p.rank) + " of " +
+                                           std::to_string(p.n_ranks) + " given to rank " +
+                                           std::to_string(partition_.rank) + " of " + std::to_string(partition_.n_ranks));
+    partition_ = std::move(p);
+  }
 
-  void exchange(int layer, std::span<const int32_t> ids, int64_t n_embd, std::span<float> rows,
-                std::span<float> scratch) override {
+  void begin(int layer, std::span<const int32_t> ids, int64_t n_embd, std::span<float> rows,
+             std::span<float> scratch) override {
     const auto t0 = std::chrono::steady_clock::now();
     const size_t E = static_cast<size_t>(n_embd), n = ids.size();
+    if (pending_) throw Error(ErrorCode::internal, "expert exchange begun twice without finish()");
     if (rows.size() < n * E || scratch.size() < n * E || n * E > static_cast<size_t>(INT_MAX))
       throw Error(ErrorCode::internal, "expert exchange of " + std::to_string(n) + " rows of " +
                                            std::to_string(n_embd) + " floats does not fit its buffers");
@@ -64,20 +75,35 @@ class ExpertParallel::Exchange final : public ExpertExchange {
       std::memcpy(dst, rows.data() + i * E, E * sizeof(float));
       dst += E;
     }
-    check(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, scratch.data(), counts_.data(), displs_.data(),
-                         MPI_FLOAT, MPI_COMM_WORLD),
-          "MPI_Allgatherv of expert outputs");
+    check(MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, scratch.data(), counts_.data(), displs_.data(),
+                          MPI_FLOAT, MPI_COMM_WORLD, &request_),
+          "MPI_Iallgatherv of expert outputs");
+    pending_ = true;
+    layer_ = layer, ids_ = ids, E_ = E, rows_ = rows, scratch_ = scratch;
+    stats_.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
+
+  void finish() override {
+    if (!pending_) throw Error(ErrorCode::internal, "expert exchange finished without begin()");
+    const auto t0 = std::chrono::steady_clock::now();
+    pending_ = false;
+    check(MPI_Wait(&request_, MPI_STATUS_IGNORE), "MPI_Wait for expert outputs");
+    const auto t1 = std::chrono::steady_clock::now();
+    const int me = partition_.rank;
+    const size_t E = E_, n = ids_.size();
     std::copy(displs_.begin(), displs_.end(), cursor_.begin());
     for (size_t i = 0; i < n; ++i) {
-      const size_t r = static_cast<size_t>(partition_.owner(layer, ids[i]));
-      if (static_cast<int>(r) != me) std::memcpy(rows.data() + i * E, scratch.data() + cursor_[r], E * sizeof(float));
+      const size_t r = static_cast<size_t>(partition_.owner(layer_, ids_[i]));
+      if (static_cast<int>(r) != me) std::memcpy(rows_.data() + i * E, scratch_.data() + cursor_[r], E * sizeof(float));
       cursor_[r] += static_cast<int>(E);
     }
     const uint64_t mine = static_cast<uint64_t>(counts_[static_cast<size_t>(me)]);
     stats_.calls += 1;
     stats_.rows_sent += mine / E;
     stats_.bytes_received += (n * E - mine) * sizeof(float);
-    stats_.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const auto t2 = std::chrono::steady_clock::now();
+    stats_.wait_seconds += std::chrono::duration<double>(t1 - t0).count();
+    stats_.seconds += std::chrono::duration<double>(t2 - t0).count();
   }
   const ExchangeStats& stats() const { return stats_; }
 
@@ -85,6 +111,13 @@ class ExpertParallel::Exchange final : public ExpertExchange {
   ExpertPartition partition_;
   std::vector<int> counts_, displs_, cursor_;  // floats, per rank
   ExchangeStats stats_;
+  // The exchange in flight between begin() and finish().
+  bool pending_ = false;
+  MPI_Request request_ = MPI_REQUEST_NULL;
+  int layer_ = 0;
+  std::span<const int32_t> ids_;
+  size_t E_ = 0;
+  std::span<float> rows_, scratch_;
 };
 
 ExpertParallel::ExpertParallel() {

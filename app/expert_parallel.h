@@ -4,9 +4,11 @@
 // Every rank opens the same model path, computes the non-routed part redundantly (so hidden
 // state, routing and sampling agree on every rank without messages) and reads, caches and
 // computes only its share of the routed experts (core::ExpertPartition: expert e -> rank
-// e mod N). Per MoE layer the ranks allgather their per-(token, slot) expert outputs
-// (MPI_Allgatherv, in place in a buffer the session sizes up front); each rank then sums the slots
-// in routing order, as one process does, so logits are bit-identical for any N.
+// e mod N, or balanced by a profile: core/experts/expert_partition.h). Per MoE layer the ranks
+// allgather their per-(token, slot) expert outputs (MPI_Iallgatherv, in place in a buffer the
+// session sizes up front, started after the routed experts and waited for after the shared
+// expert); each rank then sums the slots in routing order, as one process does, so logits are
+// bit-identical for any N.
 //
 // The CLI owns one ExpertParallel for the life of the command (MPI_Init_thread at construction,
 // MPI_Finalize at destruction). Built without MPI (no libopenmpi-dev at configure time, or a
@@ -38,7 +40,8 @@ struct ExchangeStats {
   uint64_t calls = 0;           // MoE layer exchanges
   uint64_t rows_sent = 0;       // this rank's (token, slot) rows
   uint64_t bytes_received = 0;  // the other ranks' rows
-  double seconds = 0;           // in the exchange (includes waiting for slower ranks)
+  double seconds = 0;           // in begin() and finish() (includes waiting for slower ranks)
+  double wait_seconds = 0;      // of which in finish()'s MPI_Wait (what the overlap did not hide)
 };
 
 class ExpertParallel {

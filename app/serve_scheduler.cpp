@@ -1,6 +1,7 @@
 #include "app/serve_scheduler.h"
 
 #include <algorithm>
+#include <cstdio>
 
 #include "app/expert_parallel.h"
 #include "common/error.h"
@@ -238,6 +239,13 @@ void Scheduler::run() {
     try {
       step();
     } catch (const std::exception& e) {  // one failed step ends the requests in it, not the server
+      // ... unless other ranks run the step too: they may wait in its exchange for this rank
+      // forever, so the error ends the whole job (docs/scale-out.md).
+      if (options_.parallel && options_.parallel->n_ranks() > 1) {
+        std::fprintf(stderr, "sluice serve: error: %s\n", e.what());
+        std::fflush(stderr);
+        abort_expert_parallel(1);
+      }
       for (Slot& s : slots_)
         if (s.gen) finish(s, FinishReason::error, e.what());
     }

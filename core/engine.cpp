@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 #include "cache/arena.h"
@@ -10,6 +11,7 @@
 #include "common/error.h"
 #include "common/units.h"
 #include "core/arch/budget_plan.h"
+#include "core/experts/expert_partition.h"
 #include "core/architectures.h"
 #include "core/gguf/model_summary.h"
 
@@ -205,6 +207,12 @@ Engine::Engine(const EngineOptions& options) : options_(options) {
   check_options(options);
   // A bad profile fails before the model is loaded; its shape is checked once the layout is known.
   if (!options.warm_profile.empty()) warm_profile_ = load_profile(options.warm_profile);
+  std::optional<cache::ExpertProfile> partition_profile;
+  if (!options.expert_partition.empty()) {
+    if (!options.session.exchange)
+      throw Error(ErrorCode::invalid_argument, "--expert-partition needs --expert-parallel (it splits experts across ranks)");
+    partition_profile = read_partition_profile(options.expert_partition);
+  }
   open(options);
   // The header, resident tensors and the index load through the plain reader; only streamed
   // expert shards (what the checksums and the re-read guard) see injected faults.
@@ -240,7 +248,10 @@ Engine::Engine(const EngineOptions& options) : options_(options) {
   // knows which expert a pinned view belongs to.
   ExpertSource* source = experts_.get();
   // Expert parallelism: this rank's speculation reads only its own experts.
-  if (const ExpertExchange* x = options.session.exchange) {
+  if (ExpertExchange* x = options.session.exchange) {
+    if (partition_profile)
+      x->set_partition(balanced_partition(*partition_profile, model_->expert_geometry(), x->partition().n_ranks,
+                                          x->partition().rank, options.expert_partition));
     partitioned_ = std::make_unique<PartitionedExpertSource>(*source, x->partition(), model_->expert_geometry().n_expert);
     source = partitioned_.get();
   }
@@ -329,11 +340,7 @@ void Engine::attach_expert_cache(uint64_t all_experts_arena, const Error& too_sm
     // With expert parallelism the share is of this rank's experts: N ranks at 25% hold 25% of
     // the model between them, the RAM one process at 25% uses.
     double share = 1.0;
-    if (const ExpertExchange* x = options.session.exchange) {
-      const int64_t n_expert = model_->expert_geometry().n_expert;
-      share = static_cast<double>(x->partition().owned_count(n_expert, x->partition().rank)) /
-              static_cast<double>(std::max<int64_t>(n_expert, 1));
-    }
+    if (const ExpertExchange* x = options.session.exchange) share = owned_share(x->partition(), model_->expert_geometry());
     arena_budget = std::max<uint64_t>(
         split_.expert_min,
         static_cast<uint64_t>(std::ceil(options.cache_experts * share * static_cast<double>(all_experts_arena))));

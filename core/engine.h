@@ -91,6 +91,9 @@ struct EngineOptions {
   // profile when policy_options has none (hot-pin then pins its hottest shards). The preload
   // itself runs in warm_up(), so the caller can show progress.
   std::string warm_profile;
+  // --expert-partition (core/experts/expert_partition.h): with session.exchange, a profile whose
+  // use counts balance the routed experts across the ranks; empty: the static e mod N partition.
+  std::string expert_partition;
   // Debugging and tests (--io-faults): shard reads go through an io::FaultInjectingReader. The
   // model's resident tensors and header load through the plain reader; only streamed expert
   // shards, the data the checksums and the re-read guard, see the faults.

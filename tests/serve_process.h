@@ -87,9 +87,14 @@ class ServeProcess {
     const size_t at = status.find("VmHWM:");
     return at == std::string::npos ? -1 : std::stoll(status.substr(at + 6)) * 1024;
   }
+  // False once the server has exited (reaped here; stop() then returns its exit status).
   bool alive() {
     int status = 0;
-    return pid_ > 0 && waitpid(pid_, &status, WNOHANG) == 0;
+    if (pid_ <= 0) return false;
+    if (waitpid(pid_, &status, WNOHANG) != pid_) return true;
+    pid_ = -1;
+    exit_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    return false;
   }
   std::string stderr_text() const { return read_text(err_path_); }
   // Exit status after SIGTERM (0 for a clean stop).

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "app/expert_parallel.h"
+#include "tests/mpirun_support.h"
 #include "tests/serve_process.h"
 #include "tests/test_support.h"
 
@@ -37,42 +38,11 @@ std::string prompt_ids(const std::string& arch) { return prompt_ids_in(tiny(arch
 
 namespace {
 
-// mpirun as CI and containers need it: root allowed, more ranks than cores, shared memory only.
-std::string mpirun(int np) {
-  return "env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl=self,vader "
-         "OMPI_MCA_btl_vader_single_copy_mechanism=none OMPI_MCA_rmaps_base_oversubscribe=1 mpirun --oversubscribe -np " +
-         std::to_string(np) + " ";
-}
-
-struct RunOutput {
-  std::string text;
-  std::vector<uint8_t> logits;
-};
-
-// `sluice run` of `model` on llama.cpp's prompt ids, 8 greedy tokens, logits of every row; np 0:
-// no mpirun and no --expert-parallel (the one-process reference).
-RunOutput run(const fs::path& model, const std::string& ids, int np, const std::string& mode) {
-  const fs::path dir = temp_dir("expert_parallel");
-  const fs::path logits = dir / "logits.f32";
-  const std::string args = "run -m '" + model.string() + "' --tokens " + ids +
-                           " -n 8 --kv-type f32 --temp 0 --ignore-eos " + mode + " --logits-out '" + logits.string() + "'";
-  const CommandResult r = np == 0 ? run_sluice(args)
-                                  : run_command(mpirun(np) + "'" + sluice_binary() + "' " + args + " --expert-parallel");
-  CAPTURE(model);
-  CAPTURE(np);
-  CAPTURE(mode);
-  REQUIRE_MESSAGE(r.exit_code == 0, r.err);
-  RunOutput out{r.out, read_file(logits)};
-  fs::remove_all(dir);
-  REQUIRE(!out.logits.empty());
-  return out;
-}
-
 void check_rank_counts(const fs::path& model, const std::string& ids, std::initializer_list<int> nps) {
   for (const std::string mode : {"--in-core", "--cache-experts 25%"}) {
-    const RunOutput one = run(model, ids, 0, mode);
+    const RunOutput one = run_logits(model, ids, 0, mode);
     for (int np : nps) {
-      const RunOutput ep = run(model, ids, np, mode);
+      const RunOutput ep = run_logits(model, ids, np, mode);
       CAPTURE(model);
       CAPTURE(np);
       CAPTURE(mode);

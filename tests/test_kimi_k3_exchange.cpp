@@ -36,8 +36,10 @@ class ThreadExchange final : public core::ExpertExchange {
     partition_.rank = rank;
   }
   const core::ExpertPartition& partition() const override { return partition_; }
-  void exchange(int layer, std::span<const int32_t> ids, int64_t n_embd, std::span<float> rows,
-                std::span<float> scratch) override {
+  void set_partition(core::ExpertPartition p) override { partition_ = std::move(p); }
+  void finish() override {}
+  void begin(int layer, std::span<const int32_t> ids, int64_t n_embd, std::span<float> rows,
+             std::span<float> scratch) override {
     ++calls;
     if (n_embd != width_) ++wrong_width;  // K3 exchanges latent rows, not n_embd ones
     const size_t E = static_cast<size_t>(n_embd);

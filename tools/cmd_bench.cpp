@@ -36,7 +36,7 @@ namespace {
 struct RankRow {
   double hit_rate, hits, misses, decode_bytes_read, read_bytes_per_token, disk_gbps_achieved, decode_tok_s,
       decode_s_per_token, compute_s_per_token, exchange_s_per_token, exchange_bytes_per_token, io_wait_share,
-      expert_arena_bytes;
+      expert_arena_bytes, exchange_wait_s_per_token;
 };
 constexpr size_t kRankFields = sizeof(RankRow) / sizeof(double);
 
@@ -44,7 +44,8 @@ std::vector<RankRow> gather_ranks(core::ExpertParallel& ep, const core::BenchRes
   const RankRow mine{r.hit_rate, static_cast<double>(r.decode_hits), static_cast<double>(r.decode_misses),
                      static_cast<double>(r.decode_bytes_read), r.read_bytes_per_token, r.disk_gbps_achieved,
                      r.decode_tok_s, r.decode_s_per_token, r.compute_s_per_token, r.exchange_s_per_token,
-                     r.exchange_bytes_per_token, r.io_wait_share, static_cast<double>(r.expert_arena_bytes)};
+                     r.exchange_bytes_per_token, r.io_wait_share, static_cast<double>(r.expert_arena_bytes),
+                     r.exchange_wait_s_per_token};
   const std::vector<double> all = ep.gather({reinterpret_cast<const double*>(&mine), kRankFields});
   std::vector<RankRow> rows(all.size() / kRankFields);
   std::memcpy(rows.data(), all.data(), rows.size() * sizeof(RankRow));
@@ -74,6 +75,7 @@ nlohmann::json ranks_json(const std::vector<RankRow>& rows) {
                      {"decode_tok_s", x.decode_tok_s},
                      {"compute_s_per_token", x.compute_s_per_token},
                      {"exchange_s_per_token", x.exchange_s_per_token},
+                     {"exchange_wait_s_per_token", x.exchange_wait_s_per_token},
                      {"exchange_bytes_per_token", x.exchange_bytes_per_token},
                      {"io_wait_share", x.io_wait_share},
                      {"expert_arena_bytes", x.expert_arena_bytes}});
@@ -84,13 +86,13 @@ nlohmann::json ranks_json(const std::vector<RankRow>& rows) {
 
 void print_ranks(const std::vector<RankRow>& rows) {
   std::printf("expert parallel, %zu ranks: total hit %.1f%%\n", rows.size(), total_hit_rate(rows) * 100);
-  std::printf("%6s %8s %10s %8s %9s %11s %11s %10s %10s\n", "rank", "hit", "MB/token", "GB/s", "decode", "compute ms",
-              "exchange ms", "xchg KB", "arena");
+  std::printf("%6s %8s %10s %8s %9s %11s %11s %9s %10s %10s\n", "rank", "hit", "MB/token", "GB/s", "decode",
+              "compute ms", "exchange ms", "wait ms", "xchg KB", "arena");
   for (size_t i = 0; i < rows.size(); ++i) {
     const RankRow& x = rows[i];
-    std::printf("%6zu %7.1f%% %10.3f %8.2f %9.2f %11.3f %11.3f %10.1f %10s\n", i, x.hit_rate * 100,
+    std::printf("%6zu %7.1f%% %10.3f %8.2f %9.2f %11.3f %11.3f %9.3f %10.1f %10s\n", i, x.hit_rate * 100,
                 x.read_bytes_per_token / 1e6, x.disk_gbps_achieved, x.decode_tok_s, x.compute_s_per_token * 1e3,
-                x.exchange_s_per_token * 1e3, x.exchange_bytes_per_token / 1e3,
+                x.exchange_s_per_token * 1e3, x.exchange_wait_s_per_token * 1e3, x.exchange_bytes_per_token / 1e3,
                 human_bytes(static_cast<uint64_t>(x.expert_arena_bytes)).c_str());
   }
 }

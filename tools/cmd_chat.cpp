@@ -2,6 +2,10 @@
 // terminal over core::ChatSession (the model's chat template, or chatml when it has none; the KV
 // cache kept between turns, so a turn prefills only its own tokens). Commands: /stats, /reset,
 // /quit. Ctrl-C stops the current answer; at the prompt it (or Ctrl-D) leaves.
+// Under mpirun with --expert-parallel every rank runs the chat (the experts split across them):
+// rank 0 reads each line from stdin and broadcasts it, the other ranks print nothing. Ctrl-C is
+// then mpirun's (it ends the job): one rank stopping an answer alone would leave the others
+// waiting in the exchange.
 #include <signal.h>
 
 #include <atomic>
@@ -20,6 +24,7 @@
 #include "core/engine.h"
 #include "core/text/tokenizer.h"
 #include "tools/commands.h"
+#include "tools/expert_parallel_flag.h"
 #include "tools/session_flags.h"
 #include "tools/llama_flags.h"
 #include "tools/memory_flags.h"
@@ -96,6 +101,18 @@ bool read_line(std::string& line) {
   }
 }
 
+// read_line on rank 0; with expert parallelism the line (or the end of input) goes to every rank.
+bool next_line(core::ExpertParallel* ep, std::string& line) {
+  if (!ep) return read_line(line);
+  int64_t n = -1;
+  if (ep->leader()) n = read_line(line) ? static_cast<int64_t>(line.size()) : -1;
+  ep->broadcast_value(n);
+  if (n < 0) return false;
+  line.resize(static_cast<size_t>(n));
+  ep->broadcast(std::as_writable_bytes(std::span<char>(line.data(), line.size())));
+  return true;
+}
+
 }  // namespace
 
 int cmd_chat(int argc, char** argv) {
@@ -123,6 +140,7 @@ int cmd_chat(int argc, char** argv) {
       (kVerifyFlag, kVerifyFlagHelp, cxxopts::value<std::string>()->default_value("on"))
       ("h,help", "show this help");
   add_kv_type_options(options);
+  add_expert_parallel_option(options);
   LlamaArgv llama_argv(argc, argv);
   auto args = options.parse(llama_argv.argc(), llama_argv.argv());
   if (args.count("help")) {
@@ -157,6 +175,8 @@ int cmd_chat(int argc, char** argv) {
                                       .repeat_last_n = 64,
                                       .seed = args["seed"].as<uint64_t>()};
 
+  const std::unique_ptr<core::ExpertParallel> ep = join_expert_parallel(args, eo);
+  quiet_follower_stdout(ep.get());
   core::Engine engine(eo);
   for (const auto& notice : engine.notices()) std::fprintf(stderr, "sluice chat: %s\n", notice.c_str());
   const core::Tokenizer tokenizer = core::Tokenizer::from_gguf(engine.gguf());
@@ -170,7 +190,7 @@ int cmd_chat(int argc, char** argv) {
   struct sigaction sa{};
   sa.sa_handler = on_sigint;  // no SA_RESTART: Ctrl-C at the prompt ends the read
   sigemptyset(&sa.sa_mask);
-  sigaction(SIGINT, &sa, nullptr);
+  if (!ep) sigaction(SIGINT, &sa, nullptr);
 
   ChatTotals totals;
   const int64_t max_tokens = args["n-predict"].as<int64_t>();
@@ -179,7 +199,7 @@ int cmd_chat(int argc, char** argv) {
     std::printf("> ");
     std::fflush(stdout);
     g_interrupted.store(false);
-    if (!read_line(line)) {
+    if (!next_line(ep.get(), line)) {
       std::printf("\n");
       break;
     }

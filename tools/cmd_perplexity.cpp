@@ -1,6 +1,8 @@
 // sluice perplexity -m MODEL -f TEXT [-c CTX] [--budget SIZE | --cache-experts F | --in-core]
-//                   [--kl-base-out FILE | --kl-base FILE]: llama-perplexity's number for a text
-// (app/perplexity.h), computed out of core inside the budget, with a progress bar.
+//                   [--kl-base-out FILE | --kl-base FILE] [--expert-parallel]: llama-perplexity's
+// number for a text (app/perplexity.h), computed out of core inside the budget, with a progress
+// bar. Under mpirun with --expert-parallel every rank evaluates (the experts split across them);
+// rank 0 prints, draws the bar and writes --kl-base-out.
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -14,6 +16,7 @@
 #include "app/perplexity.h"
 #include "core/text/tokenizer.h"
 #include "tools/commands.h"
+#include "tools/expert_parallel_flag.h"
 #include "tools/session_flags.h"
 #include "tools/llama_flags.h"
 #include "tools/memory_flags.h"
@@ -54,6 +57,7 @@ int cmd_perplexity(int argc, char** argv) {
       ("kl-base", "compare with a base saved by --kl-base-out: mean KL divergence and same-top share", cxxopts::value<std::string>())
       ("h,help", "show this help");
   add_kv_type_options(options);
+  add_expert_parallel_option(options);
   LlamaArgv llama_argv(argc, argv);
   auto args = options.parse(llama_argv.argc(), llama_argv.argv());
   if (args.count("help")) {
@@ -86,6 +90,9 @@ int cmd_perplexity(int argc, char** argv) {
   if (eo.in_core && (eo.budget_bytes || eo.cache_experts > 0))
     throw Error(ErrorCode::invalid_argument, "--in-core loads every expert; it cannot be combined with --budget or --cache-experts");
 
+  const std::unique_ptr<core::ExpertParallel> ep = join_expert_parallel(args, eo);
+  const bool leader = !ep || ep->leader();
+  quiet_follower_stdout(ep.get());
   core::Engine engine(eo);
   for (const auto& notice : engine.notices()) std::fprintf(stderr, "sluice perplexity: %s\n", notice.c_str());
   const core::Tokenizer tokenizer = core::Tokenizer::from_gguf(engine.gguf());
@@ -105,15 +112,15 @@ int cmd_perplexity(int argc, char** argv) {
 
   std::optional<core::KlBaseWriter> base_out;
   std::optional<core::KlBaseReader> base_in;
-  if (args.count("kl-base-out")) base_out.emplace(args["kl-base-out"].as<std::string>(), engine.n_vocab(), po.n_ctx, n_chunks, tokens);
+  if (args.count("kl-base-out") && leader) base_out.emplace(args["kl-base-out"].as<std::string>(), engine.n_vocab(), po.n_ctx, n_chunks, tokens);
   if (args.count("kl-base")) base_in.emplace(args["kl-base"].as<std::string>(), engine.n_vocab(), po.n_ctx, n_chunks, tokens);
 
   ProgressBar bar("perplexity");
   const core::ForwardFn forward = [&engine](std::span<const int32_t> t, int64_t pos) { return engine.forward(t, pos, true); };
   const core::PerplexityResult r =
       core::compute_perplexity(forward, engine.n_vocab(), tokens, po, base_out ? &*base_out : nullptr,
-                               base_in ? &*base_in : nullptr, [&bar](int64_t done, int64_t total) {
-                                 bar.update(static_cast<uint64_t>(done), static_cast<uint64_t>(total));
+                               base_in ? &*base_in : nullptr, [&bar, leader](int64_t done, int64_t total) {
+                                 if (leader) bar.update(static_cast<uint64_t>(done), static_cast<uint64_t>(total));
                                });
   bar.finish();
   if (base_out) base_out->close();

@@ -27,6 +27,7 @@
 #include "tools/http/server.h"
 #include "tools/serve_api.h"
 #include "tools/verify_flag.h"
+#include "io/fault_reader.h"
 #include "io/pread_reader.h"
 
 namespace sluice::tools {
@@ -243,6 +244,7 @@ int cmd_serve(int argc, char** argv) {
       ("io", "IO backend: auto, uring or pread", cxxopts::value<std::string>()->default_value("auto"))
       ("policy", "expert cache eviction policy", cxxopts::value<std::string>()->default_value("lru"))
       (kVerifyFlag, kVerifyFlagHelp, cxxopts::value<std::string>()->default_value("on"))
+      ("io-faults", "testing: inject IO faults into expert shard reads (see sluice run --help)", cxxopts::value<std::string>())
       ("h,help", "show this help");
   add_kv_type_options(options);
   add_expert_parallel_option(options);
@@ -288,6 +290,7 @@ int cmd_serve(int argc, char** argv) {
   if (args.count("cache-experts")) eo.cache_experts = parse_cache_experts_flag(args["cache-experts"].as<std::string>());
   if (eo.in_core && (eo.budget_bytes || eo.cache_experts > 0))
     throw Error(ErrorCode::invalid_argument, "--in-core loads every expert; it cannot be combined with --budget or --cache-experts");
+  if (args.count("io-faults")) eo.faults = io::parse_fault_options(args["io-faults"].as<std::string>());
 
   // Signals go to one thread that stops the server; block them before any thread starts.
   sigset_t sigs;

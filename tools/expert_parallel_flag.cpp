@@ -7,13 +7,19 @@
 namespace sluice::tools {
 
 void add_expert_parallel_option(cxxopts::Options& options) {
-  options.add_options()(kExpertParallelFlag, kExpertParallelHelp);
+  options.add_options()(kExpertParallelFlag, kExpertParallelHelp)(kExpertPartitionFlag, kExpertPartitionHelp,
+                                                                 cxxopts::value<std::string>(), "FILE");
 }
 
 std::unique_ptr<core::ExpertParallel> join_expert_parallel(const cxxopts::ParseResult& args, core::EngineOptions& eo) {
-  if (!args.count(kExpertParallelFlag)) return nullptr;
+  if (!args.count(kExpertParallelFlag)) {
+    if (args.count(kExpertPartitionFlag))
+      throw Error(ErrorCode::invalid_argument, "--expert-partition needs --expert-parallel (it splits experts across ranks)");
+    return nullptr;
+  }
   auto ep = std::make_unique<core::ExpertParallel>();
   eo.session.exchange = &ep->exchange();
+  if (args.count(kExpertPartitionFlag)) eo.expert_partition = args[kExpertPartitionFlag].as<std::string>();
   return ep;
 }
 

@@ -14,8 +14,16 @@ inline constexpr const char* kExpertParallelHelp =
     "under mpirun -np N: split the routed experts across the N ranks (each reads, caches and computes its "
     "own; --budget and --cache-experts are per rank, --cache-experts a share of the rank's experts)";
 
+inline constexpr const char* kExpertPartitionFlag = "expert-partition";
+inline constexpr const char* kExpertPartitionHelp =
+    "with --expert-parallel: a profile (--profile-out of run/bench, or tune --profile-out) whose expert use "
+    "counts balance each layer's experts across the ranks; without it expert e goes to rank e mod N";
+
+// --expert-parallel and --expert-partition FILE.
 void add_expert_parallel_option(cxxopts::Options& options);
-// With --expert-parallel: joins the MPI job and points `eo` at its exchange; null otherwise.
+// With --expert-parallel: joins the MPI job and points `eo` at its exchange (and
+// `eo.expert_partition` at the --expert-partition file); null otherwise.
+// Error(invalid_argument) for --expert-partition without --expert-parallel.
 // Error(unsupported) in a build without MPI.
 std::unique_ptr<core::ExpertParallel> join_expert_parallel(const cxxopts::ParseResult& args, core::EngineOptions& eo);
 // Rank > 0 of a job: stdout goes to /dev/null (rank 0 prints the text; every rank computes it).

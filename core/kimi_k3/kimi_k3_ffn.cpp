@@ -116,10 +116,13 @@ void KimiK3Session::ffn_moe(int64_t il, int64_t n, int64_t start_pos) {
                   static_cast<size_t>(LW) * sizeof(float));
   }
   // Other ranks' (token, slot) latent rows (core/experts/expert_exchange.h): unweighted y_e, so
-  // every rank weights and sums them below exactly as one process does.
+  // every rank weights and sums them below exactly as one process does. The shared experts,
+  // which need none of them, compute while the rows are in flight.
   if (exchange_)
-    exchange_->exchange(static_cast<int>(il), {route_ids_.data(), static_cast<size_t>(n * k)}, LW,
-                        {expert_out_.data(), static_cast<size_t>(n * k * LW)}, exchange_scratch_);
+    exchange_->begin(static_cast<int>(il), {route_ids_.data(), static_cast<size_t>(n * k)}, LW,
+                     {expert_out_.data(), static_cast<size_t>(n * k * LW)}, exchange_scratch_);
+  if (L.gate_shexp) shared_experts(n);
+  if (exchange_) exchange_->finish();
   // m = sum_j w_j y_j in routing order (llama.cpp: weighted views added one after another).
   for (int64_t t = 0; t < n; ++t) {
     float* out = moe_.data() + t * LW;
@@ -136,15 +139,20 @@ void KimiK3Session::ffn_moe(int64_t il, int64_t n, int64_t start_pos) {
   if (L.routed_up) matmul(L.routed_up.matrix(), moe_.data(), n, ffn_out_.data());
   else std::memcpy(ffn_out_.data(), moe_.data(), static_cast<size_t>(n * E) * sizeof(float));
 
-  // Shared experts on the full-width h.
-  if (L.gate_shexp) {
-    const size_t nf = static_cast<size_t>(n * c.n_ff_shexp);
-    matmul(L.gate_shexp.matrix(), h_.data(), n, ffn_g_.data());
-    matmul(L.up_shexp.matrix(), h_.data(), n, ffn_u_.data());
-    kernels::situ({ffn_g_.data(), nf}, {ffn_u_.data(), nf}, c.situ_beta, c.situ_lin_beta, {ffn_g_.data(), nf});
-    matmul(L.down_shexp.matrix(), ffn_g_.data(), n, sh_.data());
+  // Shared experts (computed above) added after the routed part, as llama.cpp does.
+  if (L.gate_shexp)
     for (int64_t i = 0; i < n * E; ++i) ffn_out_[static_cast<size_t>(i)] += sh_[static_cast<size_t>(i)];
-  }
+}
+
+// Shared experts on the full-width h, into sh_.
+void KimiK3Session::shared_experts(int64_t n) {
+  const KimiK3Config& c = model_.config();
+  const KimiK3Layer& L = *layer_;
+  const size_t nf = static_cast<size_t>(n * c.n_ff_shexp);
+  matmul(L.gate_shexp.matrix(), h_.data(), n, ffn_g_.data());
+  matmul(L.up_shexp.matrix(), h_.data(), n, ffn_u_.data());
+  kernels::situ({ffn_g_.data(), nf}, {ffn_u_.data(), nf}, c.situ_beta, c.situ_lin_beta, {ffn_g_.data(), nf});
+  matmul(L.down_shexp.matrix(), ffn_g_.data(), n, sh_.data());
 }
 
 }  // namespace sluice::core

@@ -114,6 +114,7 @@ class KimiK3Session final : public Session {
   void mla(int64_t il, int64_t n, int64_t start_pos);
   void ffn_dense(int64_t il, int64_t n);
   void ffn_moe(int64_t il, int64_t n, int64_t start_pos);
+  void shared_experts(int64_t n);
   void route(int64_t il, int64_t n, int64_t start_pos);
   // u = MIX(stack, cur, w) for n tokens; u may be cur.
   void mix(const Tensor& w, int64_t n, const float* cur, float* u);

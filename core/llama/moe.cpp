@@ -51,10 +51,11 @@ void LlamaSession::ffn_moe(int64_t il, int64_t n, float* out) {
   experts_.plan(static_cast<int>(il), list);
   // Demand reads are out; now guess the next layers' experts so their reads overlap this compute.
   if (predictor_) predictor_->predict(il, {x_.data(), sz(n * E)}, n, experts_, pool_);
-  // The shared expert needs no read: computing it now keeps the CPU busy while the misses land.
-  // Its output is added after the routed sum, as before, so the result does not change.
+  // The shared expert needs no read: computing it now keeps the CPU busy while the misses land
+  // (with an exchange it overlaps the exchange instead, below). Its output is added after the
+  // routed sum either way, so the result does not change.
   const bool shared = c.n_expert_shared > 0 && L.up_shexp;
-  if (shared) ffn_dense(L.gate_shexp, L.up_shexp, L.down_shexp, n, sh_out_.data());
+  if (shared && !exchange_) ffn_dense(L.gate_shexp, L.up_shexp, L.down_shexp, n, sh_out_.data());
   // Experts in the order the source hands them out (resident first, then as reads land). Each
   // (token, slot) output is kept apart and summed in routing order below, so the order in which
   // experts run never changes the result.
@@ -84,10 +85,14 @@ void LlamaSession::ffn_moe(int64_t il, int64_t n, float* out) {
       }
     }
   }
-  // Other ranks' (token, slot) rows (core/experts/expert_exchange.h).
-  if (exchange_)
-    exchange_->exchange(static_cast<int>(il), {route_ids_.data(), sz(n * K)}, E, {expert_out_.data(), sz(n * K * E)},
-                        exchange_scratch_);
+  // Other ranks' (token, slot) rows (core/experts/expert_exchange.h), in flight while the shared
+  // expert computes.
+  if (exchange_) {
+    exchange_->begin(static_cast<int>(il), {route_ids_.data(), sz(n * K)}, E, {expert_out_.data(), sz(n * K * E)},
+                     exchange_scratch_);
+    if (shared) ffn_dense(L.gate_shexp, L.up_shexp, L.down_shexp, n, sh_out_.data());
+    exchange_->finish();
+  }
   // Sum in routing order: ((e0 + e1) + e2) + ...
   for (int64_t t = 0; t < n; ++t) {
     float* o = out + t * E;
