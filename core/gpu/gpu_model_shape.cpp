@@ -81,7 +81,7 @@ GpuModelShape gpu_model_shape(const KimiK3Model& model) {
     }
     b.resident({&L.gate_inp, &L.routed_down});
     b.experts(il, L.gate_exps, L.up_exps, L.down_exps, c.n_expert);
-    b.resident({&L.routed_up, &L.gate_shexp, &L.up_shexp, &L.down_shexp});
+    b.resident({&L.gate_shexp, &L.up_shexp, &L.down_shexp, &L.routed_up});
   }
   b.resident({&model.output()});
   return b.take();

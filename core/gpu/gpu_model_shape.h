@@ -6,8 +6,9 @@
 //                 router, dense FFN or shared experts (up, gate, down); then the output head.
 //   kimi-k3       per block: KDA (wq, wk, wv, f_a, f_b, w_beta, w_g, wo) or MLA (wq_a, wq_b | wq,
 //                 wkv_a_mqa, wk_b, wv_b, w_gate, wo); dense FFN (gate, up, down) or latent MoE
-//                 (router, routed_down, [routed experts], routed_up, shared gate, up, down); then
-//                 the output head. Routed experts are [n_lat, n_ff_exp] / [n_ff_exp, n_lat] slices.
+//                 (router, routed_down, [routed experts], shared gate, up, down, routed_up: the
+//                 shared experts overlap the expert exchange, core/experts/expert_exchange.h);
+//                 then the output head. Routed experts are [n_lat, n_ff_exp] / [n_ff_exp, n_lat] slices.
 //
 // Only matrices count: vectors (norms, biases, score vectors) and kimi-k3's conv taps are not
 // products. Absent tensors are skipped, and so are tensors not in memory (a planned model's, or
