@@ -24,6 +24,7 @@
 #include "core/engine.h"
 #include "core/text/tokenizer.h"
 #include "tools/commands.h"
+#include "tools/engine_flags.h"
 #include "tools/expert_parallel_flag.h"
 #include "tools/session_flags.h"
 #include "tools/llama_flags.h"
@@ -119,27 +120,15 @@ int cmd_chat(int argc, char** argv) {
   cxxopts::Options options("sluice chat", "Interactive chat; the KV cache is kept between turns. /stats, /reset, /quit; "
                                           "Ctrl-C stops an answer");
   options.add_options()
-      ("m,model", "GGUF model file", cxxopts::value<std::string>())
       ("system-prompt", "a system message to start the conversation with (llama.cpp: -sys)", cxxopts::value<std::string>())
       ("chat-template", "override tokenizer.chat_template: chatml, a Jinja file, or Jinja text", cxxopts::value<std::string>()->default_value(""))
       ("n,n-predict", "most tokens per answer (-1: until the end of the turn or a full context)", cxxopts::value<int64_t>()->default_value("-1"))
       ("t,threads", "worker threads", cxxopts::value<unsigned>()->default_value("1"))
       ("c,ctx-size", "context length (0: min(training context, 4096))", cxxopts::value<int64_t>()->default_value("0"))
       ("b,batch-size", "most prompt tokens per forward pass", cxxopts::value<int64_t>()->default_value("512"))
-      ("temp", "temperature (0: greedy)", cxxopts::value<float>()->default_value("0"))
-      ("top-k", "top-k filter (0: off)", cxxopts::value<int>()->default_value("40"))
-      ("top-p", "top-p filter (1: off)", cxxopts::value<float>()->default_value("0.95"))
-      ("min-p", "min-p filter (0: off)", cxxopts::value<float>()->default_value("0.05"))
-      ("repeat-penalty", "repetition penalty (1: off)", cxxopts::value<float>()->default_value("1"))
-      ("s,seed", "sampling seed", cxxopts::value<uint64_t>()->default_value("0"))
-      ("budget", "memory ceiling for everything sluice allocates for the model (29G, 512M, or 10% of the file)", cxxopts::value<std::string>())
-      ("cache-experts", "size the budget so the expert cache holds this share of all routed experts (e.g. 25%)", cxxopts::value<std::string>())
-      ("in-core", "load the routed experts into RAM too (no cache, no streaming)")
-      ("io", "IO backend: auto, uring or pread", cxxopts::value<std::string>()->default_value("auto"))
-      ("policy", "expert cache eviction policy", cxxopts::value<std::string>()->default_value("lru"))
-      (kVerifyFlag, kVerifyFlagHelp, cxxopts::value<std::string>()->default_value("on"))
       ("h,help", "show this help");
-  add_kv_type_options(options);
+  add_engine_flags(options, {});
+  add_sampling_flags(options);
   add_expert_parallel_option(options);
   LlamaArgv llama_argv(argc, argv);
   auto args = options.parse(llama_argv.argc(), llama_argv.argv());
@@ -152,28 +141,8 @@ int cmd_chat(int argc, char** argv) {
   const SessionFlags sf = read_session_flags(args);
   for (const auto& note : sf.notes) std::fprintf(stderr, "sluice chat: %s\n", note.c_str());
 
-  core::EngineOptions eo;
-  eo.model_path = model_path;
-  eo.threads = sf.threads;
-  eo.in_core = args.count("in-core") > 0;
-  eo.io.kind = io::parse_io_kind(args["io"].as<std::string>());
-  eo.policy = args["policy"].as<std::string>();
-  apply_verify_flag(args[kVerifyFlag].as<std::string>(), eo);
-  eo.session.n_ctx = sf.n_ctx;
-  eo.session.n_batch = sf.n_ctx > 0 ? std::min(sf.n_batch, sf.n_ctx) : sf.n_batch;
-  eo.session.kv_type = kv_type_from(args);
-  if (args.count("budget"))
-    eo.budget_bytes = parse_budget_flag(args["budget"].as<std::string>(), std::filesystem::file_size(model_path));
-  if (args.count("cache-experts")) eo.cache_experts = parse_cache_experts_flag(args["cache-experts"].as<std::string>());
-  if (eo.in_core && (eo.budget_bytes || eo.cache_experts > 0))
-    throw Error(ErrorCode::invalid_argument, "--in-core loads every expert; it cannot be combined with --budget or --cache-experts");
-  const core::SamplerOptions sampling{.temperature = args["temp"].as<float>(),
-                                      .top_k = args["top-k"].as<int>(),
-                                      .top_p = args["top-p"].as<float>(),
-                                      .min_p = args["min-p"].as<float>(),
-                                      .repeat_penalty = args["repeat-penalty"].as<float>(),
-                                      .repeat_last_n = 64,
-                                      .seed = args["seed"].as<uint64_t>()};
+  core::EngineOptions eo = read_engine_flags(args, {}, sf);
+  const core::SamplerOptions sampling = read_sampling_flags(args);
 
   const std::unique_ptr<core::ExpertParallel> ep = join_expert_parallel(args, eo);
   quiet_follower_stdout(ep.get());

@@ -16,6 +16,7 @@
 #include "app/perplexity.h"
 #include "core/text/tokenizer.h"
 #include "tools/commands.h"
+#include "tools/engine_flags.h"
 #include "tools/expert_parallel_flag.h"
 #include "tools/session_flags.h"
 #include "tools/llama_flags.h"
@@ -41,22 +42,15 @@ int cmd_perplexity(int argc, char** argv) {
   cxxopts::Options options("sluice perplexity", "Perplexity of a text as llama-perplexity computes it (second half of each "
                                                 "chunk scored), and KL divergence against a base run");
   options.add_options()
-      ("m,model", "GGUF model file", cxxopts::value<std::string>())
       ("f,file", "the text to score (UTF-8)", cxxopts::value<std::string>())
       ("c,ctx-size", "tokens per chunk, as llama-perplexity's -c (0: min(training context, 4096))", cxxopts::value<int64_t>()->default_value("512"))
       ("b,batch-size", "most tokens per forward pass", cxxopts::value<int64_t>()->default_value("512"))
       ("chunks", "score at most this many chunks (-1: all)", cxxopts::value<int64_t>()->default_value("-1"))
       ("t,threads", "worker threads", cxxopts::value<unsigned>()->default_value("1"))
-      ("budget", "memory ceiling for everything sluice allocates for the model (29G, 512M, or 10% of the file)", cxxopts::value<std::string>())
-      ("cache-experts", "size the budget so the expert cache holds this share of all routed experts (e.g. 25%)", cxxopts::value<std::string>())
-      ("in-core", "load the routed experts into RAM too (no cache, no streaming)")
-      ("io", "IO backend: auto, uring or pread", cxxopts::value<std::string>()->default_value("auto"))
-      ("policy", "expert cache eviction policy", cxxopts::value<std::string>()->default_value("lru"))
-      (kVerifyFlag, kVerifyFlagHelp, cxxopts::value<std::string>()->default_value("on"))
       ("kl-base-out", "save this run's log-probabilities as the base for a later --kl-base run", cxxopts::value<std::string>())
       ("kl-base", "compare with a base saved by --kl-base-out: mean KL divergence and same-top share", cxxopts::value<std::string>())
       ("h,help", "show this help");
-  add_kv_type_options(options);
+  add_engine_flags(options, {});
   add_expert_parallel_option(options);
   LlamaArgv llama_argv(argc, argv);
   auto args = options.parse(llama_argv.argc(), llama_argv.argv());
@@ -73,22 +67,8 @@ int cmd_perplexity(int argc, char** argv) {
   const SessionFlags sf = read_session_flags(args);
   for (const auto& note : sf.notes) std::fprintf(stderr, "sluice perplexity: %s\n", note.c_str());
 
-  core::EngineOptions eo;
-  eo.model_path = model_path;
-  eo.threads = sf.threads;
-  eo.in_core = args.count("in-core") > 0;
-  eo.io.kind = io::parse_io_kind(args["io"].as<std::string>());
-  eo.policy = args["policy"].as<std::string>();
-  apply_verify_flag(args[kVerifyFlag].as<std::string>(), eo);
-  eo.session.n_ctx = sf.n_ctx;
-  eo.session.n_batch = sf.n_ctx > 0 ? std::min(sf.n_batch, sf.n_ctx) : sf.n_batch;
-  eo.session.kv_type = kv_type_from(args);
+  core::EngineOptions eo = read_engine_flags(args, {}, sf);
   eo.session.prefetch_depth = 0;  // prompt batches only: prediction is for decode
-  if (args.count("budget"))
-    eo.budget_bytes = parse_budget_flag(args["budget"].as<std::string>(), std::filesystem::file_size(model_path));
-  if (args.count("cache-experts")) eo.cache_experts = parse_cache_experts_flag(args["cache-experts"].as<std::string>());
-  if (eo.in_core && (eo.budget_bytes || eo.cache_experts > 0))
-    throw Error(ErrorCode::invalid_argument, "--in-core loads every expert; it cannot be combined with --budget or --cache-experts");
 
   const std::unique_ptr<core::ExpertParallel> ep = join_expert_parallel(args, eo);
   const bool leader = !ep || ep->leader();

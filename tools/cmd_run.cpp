@@ -24,6 +24,7 @@
 #include "io/fault_reader.h"
 #include "kernels/thread_pool.h"
 #include "tools/commands.h"
+#include "tools/engine_flags.h"
 #include "tools/expert_parallel_flag.h"
 #include "tools/llama_flags.h"
 #include "tools/session_flags.h"
@@ -182,40 +183,23 @@ class RunPrinter final : public core::GenerateObserver {
 int cmd_run(int argc, char** argv) {
   cxxopts::Options options("sluice run", "Generate text; routed experts stream from disk inside --budget");
   options.add_options()
-      ("m,model", "GGUF model file", cxxopts::value<std::string>())
       ("p,prompt", "prompt text (BOS is added when the model asks for it)", cxxopts::value<std::string>())
       ("f,file", "prompt text from a file (llama.cpp's -f)", cxxopts::value<std::string>())
       ("tokens", "prompt as comma-separated token ids instead of text", cxxopts::value<std::string>())
       ("n,n-predict", "tokens to generate", cxxopts::value<int>()->default_value("64"))
       ("t,threads", "worker threads", cxxopts::value<unsigned>()->default_value("1"))
-      ("temp", "temperature (0: greedy)", cxxopts::value<float>()->default_value("0"))
-      ("top-k", "top-k filter (0: off)", cxxopts::value<int>()->default_value("40"))
-      ("top-p", "top-p filter (1: off)", cxxopts::value<float>()->default_value("0.95"))
-      ("min-p", "min-p filter (0: off)", cxxopts::value<float>()->default_value("0.05"))
-      ("repeat-penalty", "repetition penalty (1: off)", cxxopts::value<float>()->default_value("1"))
-      ("repeat-last-n", "tokens the repetition penalty looks back", cxxopts::value<int>()->default_value("64"))
-      ("s,seed", "sampling seed", cxxopts::value<uint64_t>()->default_value("0"))
       ("c,ctx-size", "context length (0: min(training context, 4096))", cxxopts::value<int64_t>()->default_value("0"))
       ("b,batch-size", "most prompt tokens per forward pass", cxxopts::value<int64_t>()->default_value("512"))
-      ("widen-f16", "convert F16 weights to F32 at load")
       ("ignore-eos", "keep generating after the end-of-sequence token")
-      ("budget", "memory ceiling for everything sluice allocates for the model (29G = 29 GiB, 512M, or 10% of the file)", cxxopts::value<std::string>())
-      ("cache-experts", "size the budget so the expert cache holds this share of all routed experts (e.g. 25%)", cxxopts::value<std::string>())
-      ("in-core", "load the routed experts into RAM too (no cache, no streaming)")
-      ("io", "IO backend: auto, uring or pread", cxxopts::value<std::string>()->default_value("auto"))
-      ("policy", "expert cache eviction policy (lru, lfu, lru-quota, freq, hot-pin, predict)", cxxopts::value<std::string>()->default_value("lru"))
-      (kVerifyFlag, kVerifyFlagHelp, cxxopts::value<std::string>()->default_value("on"))
-      ("gpu", "use the first CUDA GPU: weights that fit and the hottest experts in VRAM, above the RAM cache")
-      ("vram", "VRAM for --gpu (e.g. 20G; default: free VRAM minus a margin); separate from --budget", cxxopts::value<std::string>())
-      ("vram-policy", "VRAM expert cache policy with --gpu: lru or freq", cxxopts::value<std::string>()->default_value("lru"))
-      ("io-faults", "testing: inject IO faults into expert shard reads, e.g. seed=7,short=0.1,eagain=0.1,delay=0.2,eio=0.05,flip=0.01,fail_at=OFFSET,uring_fail=1", cxxopts::value<std::string>())
       ("prefetch-depth", "predict the experts of this many MoE layers ahead and read them early (0: off)", cxxopts::value<int>()->default_value(std::to_string(core::kDefaultPrefetchDepth)))
       ("stats", "print a line per token (time, hits/misses, MB read, IO wait) and a summary")
       ("logits-out", "write f32 logits [n_prompt + n_generated][n_vocab] (LE) to FILE", cxxopts::value<std::string>())
       ("no-cnv", "accepted for llama-cli's -no-cnv: run is never a conversation")
       ("h,help", "show this help");
+  constexpr EngineFlagSet kFlags{.widen_f16 = true, .io_faults = true, .gpu = true};
+  add_engine_flags(options, kFlags);
+  add_sampling_flags(options);
   add_routing_options(options);
-  add_kv_type_options(options);
   add_expert_parallel_option(options);
   LlamaArgv llama_argv(argc, argv);
   auto args = options.parse(llama_argv.argc(), llama_argv.argv());
@@ -233,39 +217,11 @@ int cmd_run(int argc, char** argv) {
   if (n_predict < 0) throw Error(ErrorCode::invalid_argument, "-n " + std::to_string(n_predict) + " must be >= 0");
   const SessionFlags sf = read_session_flags(args);
   for (const auto& note : sf.notes) std::fprintf(stderr, "sluice run: %s\n", note.c_str());
-  const bool gpu = args.count("gpu") > 0;
-  if (!gpu && (args.count("vram") || args.count("vram-policy")))
-    throw Error(ErrorCode::invalid_argument, "--vram and --vram-policy need --gpu");
-
-  const std::string model_path = args["model"].as<std::string>();
-  core::EngineOptions eo;
-  eo.model_path = model_path;
-  eo.threads = sf.threads;
-  eo.widen_f16_to_f32 = args.count("widen-f16") > 0;
-  eo.in_core = args.count("in-core") > 0;
-  eo.io.kind = io::parse_io_kind(args["io"].as<std::string>());
-  eo.policy = args["policy"].as<std::string>();
-  apply_verify_flag(args[kVerifyFlag].as<std::string>(), eo);
-  if (args.count("io-faults")) eo.faults = io::parse_fault_options(args["io-faults"].as<std::string>());
-  eo.session.n_ctx = sf.n_ctx;
-  eo.session.n_batch = sf.n_batch;
-  if (eo.session.n_ctx > 0) eo.session.n_batch = std::min(eo.session.n_batch, eo.session.n_ctx);
-  eo.session.kv_type = kv_type_from(args);
+  core::EngineOptions eo = read_engine_flags(args, kFlags, sf);
+  const std::string model_path = eo.model_path;
   eo.session.prefetch_depth = args["prefetch-depth"].as<int>();
   if (eo.session.prefetch_depth < 0 || eo.session.prefetch_depth > 64)
     throw Error(ErrorCode::invalid_argument, "--prefetch-depth " + std::to_string(eo.session.prefetch_depth) + " must be in [0, 64]");
-  if (args.count("budget"))
-    eo.budget_bytes = parse_budget_flag(args["budget"].as<std::string>(), std::filesystem::file_size(model_path));
-  if (args.count("cache-experts")) eo.cache_experts = parse_cache_experts_flag(args["cache-experts"].as<std::string>());
-  eo.gpu = gpu;
-  if (args.count("vram")) {
-    eo.gpu_options.vram_bytes = parse_size(args["vram"].as<std::string>(), "--vram");
-    if (eo.gpu_options.vram_bytes == 0) throw Error(ErrorCode::invalid_argument, "--vram must be more than 0 bytes");
-  }
-  eo.gpu_options.policy = args["vram-policy"].as<std::string>();
-  core::VramExpertCache::parse_policy(eo.gpu_options.policy);  // reject a bad name before loading
-  if (eo.in_core && (eo.budget_bytes || eo.cache_experts > 0))
-    throw Error(ErrorCode::invalid_argument, "--in-core loads every expert; it cannot be combined with --budget or --cache-experts");
   if (const char* bypass = std::getenv(kIgnoreBudgetForTests); bypass && *bypass && std::string(bypass) != "0") {
     // Test-only: the negative control of the budget tests (tests/test_budget_rss.cpp) runs the
     // same command as a run that ignored --budget would, and must see the bound broken.
@@ -318,13 +274,7 @@ int cmd_run(int argc, char** argv) {
     std::fprintf(stderr, "sluice run: %s\n", describe_warm(warm.shards, warm.bytes, warm.seconds).c_str());
   }
   StatsPrinter stats(engine, args.count("stats") > 0);
-  const core::SamplerOptions sampling{.temperature = args["temp"].as<float>(),
-                         .top_k = args["top-k"].as<int>(),
-                         .top_p = args["top-p"].as<float>(),
-                         .min_p = args["min-p"].as<float>(),
-                         .repeat_penalty = args["repeat-penalty"].as<float>(),
-                         .repeat_last_n = args["repeat-last-n"].as<int>(),
-                         .seed = args["seed"].as<uint64_t>()};
+  const core::SamplerOptions sampling = read_sampling_flags(args);
 
   core::GenerateOptions go;
   go.max_tokens = n_predict;

@@ -20,6 +20,7 @@
 #include "app/text_stream.h"
 #include "core/text/tokenizer.h"
 #include "tools/commands.h"
+#include "tools/engine_flags.h"
 #include "tools/expert_parallel_flag.h"
 #include "tools/llama_flags.h"
 #include "tools/session_flags.h"
@@ -226,7 +227,6 @@ std::string metrics_text(Server& s) {
 int cmd_serve(int argc, char** argv) {
   cxxopts::Options options("sluice serve", "OpenAI-compatible HTTP server with continuous batching");
   options.add_options()
-      ("m,model", "GGUF model file", cxxopts::value<std::string>())
       ("host", "address to listen on", cxxopts::value<std::string>()->default_value("127.0.0.1"))
       ("port", "port (0: any free port, printed at start)", cxxopts::value<int>()->default_value("8080"))
       ("parallel", "requests decoded together, each holding a KV cache of -c tokens (llama-server: -np)", cxxopts::value<int64_t>()->default_value("4"))
@@ -238,15 +238,8 @@ int cmd_serve(int argc, char** argv) {
       ("t,threads", "worker threads", cxxopts::value<unsigned>()->default_value("1"))
       ("c,ctx-size", "context per request (0: min(training context, 4096))", cxxopts::value<int64_t>()->default_value("0"))
       ("b,batch-size", "most tokens per forward pass (decode tokens + prompt chunk)", cxxopts::value<int64_t>()->default_value("512"))
-      ("budget", "memory ceiling for everything sluice allocates for the model (29G, 512M, or 10% of the file)", cxxopts::value<std::string>())
-      ("cache-experts", "size the budget so the expert cache holds this share of all routed experts (e.g. 25%)", cxxopts::value<std::string>())
-      ("in-core", "load the routed experts into RAM too (no cache, no streaming)")
-      ("io", "IO backend: auto, uring or pread", cxxopts::value<std::string>()->default_value("auto"))
-      ("policy", "expert cache eviction policy", cxxopts::value<std::string>()->default_value("lru"))
-      (kVerifyFlag, kVerifyFlagHelp, cxxopts::value<std::string>()->default_value("on"))
-      ("io-faults", "testing: inject IO faults into expert shard reads (see sluice run --help)", cxxopts::value<std::string>())
       ("h,help", "show this help");
-  add_kv_type_options(options);
+  add_engine_flags(options, {.io_faults = true});
   add_expert_parallel_option(options);
   LlamaArgv llama_argv(argc, argv);
   auto args = options.parse(llama_argv.argc(), llama_argv.argv());
@@ -274,23 +267,9 @@ int cmd_serve(int argc, char** argv) {
   const SessionFlags sf = read_session_flags(args);
   for (const auto& note : sf.notes) std::fprintf(stderr, "sluice serve: %s\n", note.c_str());
 
-  core::EngineOptions eo;
-  eo.model_path = model_path;
-  eo.threads = sf.threads;
-  eo.in_core = args.count("in-core") > 0;
-  eo.io.kind = io::parse_io_kind(args["io"].as<std::string>());
-  eo.policy = args["policy"].as<std::string>();
-  apply_verify_flag(args[kVerifyFlag].as<std::string>(), eo);
-  eo.session.n_ctx = sf.n_ctx;
+  core::EngineOptions eo = read_engine_flags(args, {.io_faults = true}, sf);
   eo.session.n_batch = std::max<int64_t>(parallel, sf.n_batch);
   eo.session.n_seq = parallel;
-  eo.session.kv_type = kv_type_from(args);
-  if (args.count("budget"))
-    eo.budget_bytes = parse_budget_flag(args["budget"].as<std::string>(), std::filesystem::file_size(model_path));
-  if (args.count("cache-experts")) eo.cache_experts = parse_cache_experts_flag(args["cache-experts"].as<std::string>());
-  if (eo.in_core && (eo.budget_bytes || eo.cache_experts > 0))
-    throw Error(ErrorCode::invalid_argument, "--in-core loads every expert; it cannot be combined with --budget or --cache-experts");
-  if (args.count("io-faults")) eo.faults = io::parse_fault_options(args["io-faults"].as<std::string>());
 
   // Signals go to one thread that stops the server; block them before any thread starts.
   sigset_t sigs;

@@ -1,0 +1,33 @@
+// The flags that say how a command opens its model, declared and read once for run, chat,
+// perplexity and serve: -m, --budget, --cache-experts, --in-core, --io, --policy, --verify, the KV
+// type, and where a command offers them --widen-f16, --io-faults and --gpu/--vram/--vram-policy.
+// Also the sampling flags run and chat share. Every bad value is one Error(invalid_argument) line
+// naming the flag, before anything is loaded.
+#pragma once
+
+#include <cxxopts.hpp>
+
+#include "app/sampler.h"
+#include "core/engine.h"
+#include "tools/session_flags.h"
+
+namespace sluice::tools {
+
+// The optional flags a command offers beyond the common set.
+struct EngineFlagSet {
+  bool widen_f16 = false;  // --widen-f16
+  bool io_faults = false;  // --io-faults (testing)
+  bool gpu = false;        // --gpu, --vram, --vram-policy
+};
+
+void add_engine_flags(cxxopts::Options& options, const EngineFlagSet& set);
+
+// EngineOptions from those flags and the session flags (threads, context, batch: the batch is cut
+// to the context when one is given).
+core::EngineOptions read_engine_flags(const cxxopts::ParseResult& args, const EngineFlagSet& set, const SessionFlags& sf);
+
+// --temp, --top-k, --top-p, --min-p, --repeat-penalty, --repeat-last-n, -s.
+void add_sampling_flags(cxxopts::Options& options);
+core::SamplerOptions read_sampling_flags(const cxxopts::ParseResult& args);
+
+}  // namespace sluice::tools
