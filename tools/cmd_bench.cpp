@@ -21,6 +21,7 @@
 #include "io/pread_reader.h"
 #include "io/fault_reader.h"
 #include "tools/commands.h"
+#include "tools/engine_flags.h"
 #include "tools/expert_parallel_flag.h"
 #include "tools/session_flags.h"
 #include "tools/memory_flags.h"
@@ -233,6 +234,138 @@ std::string plot_svg(const std::vector<core::BenchResult>& runs) {
   return s.str();
 }
 
+// The runs: one budget, or a sweep.
+std::vector<core::BenchOptions> bench_runs(const cxxopts::ParseResult& args, const core::BenchOptions& base,
+                                           uint64_t file_bytes) {
+  std::vector<core::BenchOptions> runs;
+  auto with_budget = [&base, file_bytes](const std::string& text) {
+    core::BenchOptions o = base;
+    o.engine.budget_bytes = parse_budget_flag(text, file_bytes);
+    return o;
+  };
+  auto with_fraction = [&base, file_bytes](const std::string& text) {
+    core::BenchOptions o = base;
+    o.engine.cache_experts = parse_cache_experts_flag(text);
+    return o;
+  };
+  int modes = static_cast<int>(args.count("budget") + args.count("cache-experts") + args.count("budgets") +
+                               args.count("cache-experts-sweep"));
+  if (modes > 1) throw Error(ErrorCode::invalid_argument, "give one of --budget, --cache-experts, --budgets, --cache-experts-sweep");
+  if (args.count("budget")) runs.push_back(with_budget(args["budget"].as<std::string>()));
+  if (args.count("cache-experts")) runs.push_back(with_fraction(args["cache-experts"].as<std::string>()));
+  if (args.count("budgets")) for (const auto& b : split_list(args["budgets"].as<std::string>())) runs.push_back(with_budget(b));
+  if (args.count("cache-experts-sweep")) for (const auto& f : split_list(args["cache-experts-sweep"].as<std::string>())) runs.push_back(with_fraction(f));
+  if (runs.empty()) runs.push_back(base);  // unlimited
+
+  return runs;
+}
+
+// Raw disk bandwidth of this file, shard-sized O_DIRECT reads, queue depths 1..64 (0: not probed).
+double probe_disk(const cxxopts::ParseResult& args, const core::BenchOptions& base, const std::string& path,
+                  uint64_t shard_bytes) {
+  io::BandwidthOptions probe;
+  probe.read_size = std::max<uint64_t>(4096, shard_bytes);
+  probe.seconds_per_depth = args["probe-seconds"].as<double>();
+  if (!(probe.seconds_per_depth >= 0))
+    throw Error(ErrorCode::invalid_argument, "--probe-seconds must be 0 (no probe, no ceiling) or more");
+  probe.max_bytes_per_depth = 4ull << 30;
+  probe.io.kind = base.engine.io.kind;
+  if (!(probe.seconds_per_depth > 0)) return 0;
+  if (base.cold) core::evict_from_page_cache(path);
+  return io::probe_bandwidth(path, probe).max_gb_per_s;
+
+}
+
+// The text report: the results table, per-rank rows, ceilings, the GPU line and the last run's
+// routing and prefetch figures.
+void print_text_report(const std::string& path, uint64_t file_bytes, double disk_raw,
+                       const std::vector<core::BenchResult>& results, const std::vector<std::vector<RankRow>>& rank_rows) {
+  std::printf("model %s (%s), io %s, raw disk %s\n", path.c_str(), human_bytes(file_bytes).c_str(),
+              results[0].io_backend.c_str(), disk_raw > 0 ? maybe_text(disk_raw, "%.2f GB/s").c_str() : "not probed");
+  std::printf("%10s %7s %9s %9s %9s %8s %10s %8s %9s %7s %7s %10s\n", "budget", "experts", "prefill", "decode",
+              "first8", "hit", "MB/token", "GB/s", "ceiling", "ach/ceil", "iowait", "peak RSS");
+  for (const auto& r : results) {
+    std::printf("%10s %6.0f%% %9.2f %9.2f %9.2f %7.1f%% %10.2f %8.2f %9s %8s %6.0f%% %10s\n",
+                human_bytes(r.budget_bytes).c_str(), r.cache_experts_fraction * 100, r.prefill_tok_s, r.decode_tok_s,
+                r.decode_first8_tok_s, r.hit_rate * 100, r.read_bytes_per_token / 1e6, r.disk_gbps_achieved,
+                maybe_text(r.ceiling_tok_s, "%.2f").c_str(), maybe_text(r.achieved_over_ceiling, "%.2f").c_str(),
+                r.io_wait_share * 100, human_bytes(r.peak_rss_bytes).c_str());
+  }
+  for (const auto& rows : rank_rows) print_ranks(rows);
+  std::vector<std::string> notes;
+  for (const auto& r : results) {
+    if (!r.ceiling_note.empty() && std::find(notes.begin(), notes.end(), r.ceiling_note) == notes.end()) {
+      notes.push_back(r.ceiling_note);
+      std::printf("ceiling: %s\n", r.ceiling_note.c_str());
+    }
+  }
+  for (const auto& r : results) {
+    if (!r.gpu) continue;
+    std::printf("gpu (decode): %llu products on the GPU, %llu on the CPU, VRAM expert hits %.1f%%, copied up %llu (%s), "
+                "CPU fallbacks %llu, uploaded %s, %llu VRAM evictions; H2D %.1f GB/s, CPU matvec %.1f GB/s\n",
+                static_cast<unsigned long long>(r.gpu_products), static_cast<unsigned long long>(r.gpu_cpu_products),
+                r.gpu_expert_hit_rate * 100, static_cast<unsigned long long>(r.gpu_experts_copied),
+                human_bytes(r.gpu_copy_bytes).c_str(), static_cast<unsigned long long>(r.gpu_cpu_fallbacks),
+                human_bytes(r.gpu_upload_bytes).c_str(), static_cast<unsigned long long>(r.gpu_evictions),
+                r.gpu_h2d_gbps, r.gpu_cpu_matvec_gbps);
+  }
+  const auto& r = results.back();
+  std::printf("routing: entropy %.3f, hottest %.2fx uniform, temporal reuse %.3f (chance %.3f)\n", r.routing_entropy,
+              r.hottest_over_uniform, r.temporal_reuse, r.temporal_reuse_chance);
+  std::printf("prefetch depth %d: recall %.3f, precision %.3f (previous token's experts: recall %.3f), "
+              "read %.2f MB/token on misses + %.2f MB/token speculative (%.2f MB/token of it wasted), IO hidden %.0f%%\n",
+              r.prefetch_depth, r.prediction_recall, r.prediction_precision, r.previous_token_recall,
+              r.miss_bytes_per_token / 1e6, r.speculative_bytes_per_token / 1e6,
+              r.speculative_waste_bytes_per_token / 1e6, r.io_hidden_share * 100);
+  for (size_t l = 0; l < r.layers.size(); ++l) {
+    const auto& x = r.layers[l];
+    std::printf("  moe layer %2zu: recall %.3f  precision %.3f  prev-token recall %.3f  wasted %8.2f MB  misses hidden %.0f%%\n",
+                l, x.prediction_recall, x.prediction_precision, x.previous_token_recall,
+                static_cast<double>(x.speculative_wasted_bytes) / 1e6, x.hidden_miss_share * 100);
+  }
+}
+
+// One run's options from the flags (the budget comes per run: bench_runs).
+core::BenchOptions read_bench_base(const cxxopts::ParseResult& args, const std::string& path) {
+  core::BenchOptions base;
+  base.engine.model_path = path;
+  const SessionFlags sf = read_session_flags(args, false);
+  for (const auto& note : sf.notes) std::fprintf(stderr, "sluice bench: %s\n", note.c_str());
+  base.engine.threads = sf.threads;
+  base.engine.io.kind = io::parse_io_kind(args["io"].as<std::string>());
+  base.engine.policy = args["policy"].as<std::string>();
+  apply_verify_flag(args[kVerifyFlag].as<std::string>(), base.engine);
+  if (args.count("io-faults")) base.engine.faults = io::parse_fault_options(args["io-faults"].as<std::string>());
+  base.engine.session.n_batch = sf.n_batch;
+  base.engine.session.kv_type = GgmlType::F16;
+  base.engine.session.prefetch_depth = args["prefetch-depth"].as<int>();
+  if (base.engine.session.prefetch_depth < 0 || base.engine.session.prefetch_depth > 64)
+    throw Error(ErrorCode::invalid_argument, "--prefetch-depth " + std::to_string(base.engine.session.prefetch_depth) + " must be in [0, 64]");
+  base.n_prompt = args["n-prompt"].as<int>();
+  base.n_gen = args["n-gen"].as<int>();
+  base.cold = args.count("cold") > 0;
+  base.seed = args["seed"].as<uint64_t>();
+  read_gpu_flags(args, base.engine);
+  return base;
+}
+
+// The JSON report: an object for one run, an array for a sweep.
+void print_json_report(const std::vector<core::BenchResult>& results, const std::vector<std::vector<RankRow>>& rank_rows,
+                       bool expert_parallel) {
+  auto run_json = [&](size_t i) {
+    nlohmann::json j = to_json(results[i]);
+    if (expert_parallel) j["expert_parallel"] = ranks_json(rank_rows[i]);
+    return j;
+  };
+  if (results.size() == 1) {
+    std::cout << run_json(0).dump(1) << "\n";
+    return;
+  }
+  nlohmann::json a = nlohmann::json::array();
+  for (size_t i = 0; i < results.size(); ++i) a.push_back(run_json(i));
+  std::cout << a.dump(1) << "\n";
+}
+
 }  // namespace
 
 int cmd_bench(int argc, char** argv) {
@@ -281,33 +414,7 @@ int cmd_bench_model(int argc, char** argv) {
   const std::string path = args["model"].as<std::string>();
   const bool json = args.count("json") > 0;
 
-  core::BenchOptions base;
-  base.engine.model_path = path;
-  const SessionFlags sf = read_session_flags(args, false);
-  for (const auto& note : sf.notes) std::fprintf(stderr, "sluice bench: %s\n", note.c_str());
-  base.engine.threads = sf.threads;
-  base.engine.io.kind = io::parse_io_kind(args["io"].as<std::string>());
-  base.engine.policy = args["policy"].as<std::string>();
-  apply_verify_flag(args[kVerifyFlag].as<std::string>(), base.engine);
-  if (args.count("io-faults")) base.engine.faults = io::parse_fault_options(args["io-faults"].as<std::string>());
-  base.engine.session.n_batch = sf.n_batch;
-  base.engine.session.kv_type = GgmlType::F16;
-  base.engine.session.prefetch_depth = args["prefetch-depth"].as<int>();
-  if (base.engine.session.prefetch_depth < 0 || base.engine.session.prefetch_depth > 64)
-    throw Error(ErrorCode::invalid_argument, "--prefetch-depth " + std::to_string(base.engine.session.prefetch_depth) + " must be in [0, 64]");
-  base.n_prompt = args["n-prompt"].as<int>();
-  base.n_gen = args["n-gen"].as<int>();
-  base.cold = args.count("cold") > 0;
-  base.seed = args["seed"].as<uint64_t>();
-  base.engine.gpu = args.count("gpu") > 0;
-  if (!base.engine.gpu && (args.count("vram") || args.count("vram-policy")))
-    throw Error(ErrorCode::invalid_argument, "--vram and --vram-policy need --gpu");
-  if (args.count("vram")) {
-    base.engine.gpu_options.vram_bytes = parse_size(args["vram"].as<std::string>(), "--vram");
-    if (base.engine.gpu_options.vram_bytes == 0) throw Error(ErrorCode::invalid_argument, "--vram must be more than 0 bytes");
-  }
-  base.engine.gpu_options.policy = args["vram-policy"].as<std::string>();
-  core::VramExpertCache::parse_policy(base.engine.gpu_options.policy);
+  core::BenchOptions base = read_bench_base(args, path);
   if (base.engine.gpu) core::require_gpu();  // before probing the disk
   const std::unique_ptr<core::ExpertParallel> ep = join_expert_parallel(args, base.engine);
   base.parallel = ep.get();
@@ -326,26 +433,7 @@ int cmd_bench_model(int argc, char** argv) {
     shard_bytes = summary.expert_shard_bytes / 3;  // one extent: a tensor's slice of one expert
   }
 
-  // The runs: one budget, or a sweep.
-  std::vector<core::BenchOptions> runs;
-  auto with_budget = [&](const std::string& text) {
-    core::BenchOptions o = base;
-    o.engine.budget_bytes = parse_budget_flag(text, file_bytes);
-    return o;
-  };
-  auto with_fraction = [&](const std::string& text) {
-    core::BenchOptions o = base;
-    o.engine.cache_experts = parse_cache_experts_flag(text);
-    return o;
-  };
-  int modes = static_cast<int>(args.count("budget") + args.count("cache-experts") + args.count("budgets") +
-                               args.count("cache-experts-sweep"));
-  if (modes > 1) throw Error(ErrorCode::invalid_argument, "give one of --budget, --cache-experts, --budgets, --cache-experts-sweep");
-  if (args.count("budget")) runs.push_back(with_budget(args["budget"].as<std::string>()));
-  if (args.count("cache-experts")) runs.push_back(with_fraction(args["cache-experts"].as<std::string>()));
-  if (args.count("budgets")) for (const auto& b : split_list(args["budgets"].as<std::string>())) runs.push_back(with_budget(b));
-  if (args.count("cache-experts-sweep")) for (const auto& f : split_list(args["cache-experts-sweep"].as<std::string>())) runs.push_back(with_fraction(f));
-  if (runs.empty()) runs.push_back(base);  // unlimited
+  std::vector<core::BenchOptions> runs = bench_runs(args, base, file_bytes);
 
   if (args.count("drop-caches")) {
     std::ofstream drop("/proc/sys/vm/drop_caches");
@@ -354,19 +442,7 @@ int cmd_bench_model(int argc, char** argv) {
     }
   }
 
-  // Raw disk bandwidth of this file, shard-sized O_DIRECT reads, queue depths 1..64.
-  io::BandwidthOptions probe;
-  probe.read_size = std::max<uint64_t>(4096, shard_bytes);
-  probe.seconds_per_depth = args["probe-seconds"].as<double>();
-  if (!(probe.seconds_per_depth >= 0))
-    throw Error(ErrorCode::invalid_argument, "--probe-seconds must be 0 (no probe, no ceiling) or more");
-  probe.max_bytes_per_depth = 4ull << 30;
-  probe.io.kind = base.engine.io.kind;
-  double disk_raw = 0;
-  if (probe.seconds_per_depth > 0) {
-    if (base.cold) core::evict_from_page_cache(path);
-    disk_raw = io::probe_bandwidth(path, probe).max_gb_per_s;
-  }
+  const double disk_raw = probe_disk(args, base, path, shard_bytes);
 
   std::vector<core::BenchResult> results;
   std::vector<std::vector<RankRow>> rank_rows;  // per run, with --expert-parallel (rank 0)
@@ -395,64 +471,8 @@ int cmd_bench_model(int argc, char** argv) {
   if (!leader) return 0;
   routing.write("bench");
 
-  auto run_json = [&](size_t i) {
-    nlohmann::json j = to_json(results[i]);
-    if (ep) j["expert_parallel"] = ranks_json(rank_rows[i]);
-    return j;
-  };
-  if (json) {
-    if (results.size() == 1) {
-      std::cout << run_json(0).dump(1) << "\n";
-    } else {
-      nlohmann::json a = nlohmann::json::array();
-      for (size_t i = 0; i < results.size(); ++i) a.push_back(run_json(i));
-      std::cout << a.dump(1) << "\n";
-    }
-  } else {
-    std::printf("model %s (%s), io %s, raw disk %s\n", path.c_str(), human_bytes(file_bytes).c_str(),
-                results[0].io_backend.c_str(), disk_raw > 0 ? maybe_text(disk_raw, "%.2f GB/s").c_str() : "not probed");
-    std::printf("%10s %7s %9s %9s %9s %8s %10s %8s %9s %7s %7s %10s\n", "budget", "experts", "prefill", "decode",
-                "first8", "hit", "MB/token", "GB/s", "ceiling", "ach/ceil", "iowait", "peak RSS");
-    for (const auto& r : results) {
-      std::printf("%10s %6.0f%% %9.2f %9.2f %9.2f %7.1f%% %10.2f %8.2f %9s %8s %6.0f%% %10s\n",
-                  human_bytes(r.budget_bytes).c_str(), r.cache_experts_fraction * 100, r.prefill_tok_s, r.decode_tok_s,
-                  r.decode_first8_tok_s, r.hit_rate * 100, r.read_bytes_per_token / 1e6, r.disk_gbps_achieved,
-                  maybe_text(r.ceiling_tok_s, "%.2f").c_str(), maybe_text(r.achieved_over_ceiling, "%.2f").c_str(),
-                  r.io_wait_share * 100, human_bytes(r.peak_rss_bytes).c_str());
-    }
-    for (const auto& rows : rank_rows) print_ranks(rows);
-    std::vector<std::string> notes;
-    for (const auto& r : results) {
-      if (!r.ceiling_note.empty() && std::find(notes.begin(), notes.end(), r.ceiling_note) == notes.end()) {
-        notes.push_back(r.ceiling_note);
-        std::printf("ceiling: %s\n", r.ceiling_note.c_str());
-      }
-    }
-    for (const auto& r : results) {
-      if (!r.gpu) continue;
-      std::printf("gpu (decode): %llu products on the GPU, %llu on the CPU, VRAM expert hits %.1f%%, copied up %llu (%s), "
-                  "CPU fallbacks %llu, uploaded %s, %llu VRAM evictions; H2D %.1f GB/s, CPU matvec %.1f GB/s\n",
-                  static_cast<unsigned long long>(r.gpu_products), static_cast<unsigned long long>(r.gpu_cpu_products),
-                  r.gpu_expert_hit_rate * 100, static_cast<unsigned long long>(r.gpu_experts_copied),
-                  human_bytes(r.gpu_copy_bytes).c_str(), static_cast<unsigned long long>(r.gpu_cpu_fallbacks),
-                  human_bytes(r.gpu_upload_bytes).c_str(), static_cast<unsigned long long>(r.gpu_evictions),
-                  r.gpu_h2d_gbps, r.gpu_cpu_matvec_gbps);
-    }
-    const auto& r = results.back();
-    std::printf("routing: entropy %.3f, hottest %.2fx uniform, temporal reuse %.3f (chance %.3f)\n", r.routing_entropy,
-                r.hottest_over_uniform, r.temporal_reuse, r.temporal_reuse_chance);
-    std::printf("prefetch depth %d: recall %.3f, precision %.3f (previous token's experts: recall %.3f), "
-                "read %.2f MB/token on misses + %.2f MB/token speculative (%.2f MB/token of it wasted), IO hidden %.0f%%\n",
-                r.prefetch_depth, r.prediction_recall, r.prediction_precision, r.previous_token_recall,
-                r.miss_bytes_per_token / 1e6, r.speculative_bytes_per_token / 1e6,
-                r.speculative_waste_bytes_per_token / 1e6, r.io_hidden_share * 100);
-    for (size_t l = 0; l < r.layers.size(); ++l) {
-      const auto& x = r.layers[l];
-      std::printf("  moe layer %2zu: recall %.3f  precision %.3f  prev-token recall %.3f  wasted %8.2f MB  misses hidden %.0f%%\n",
-                  l, x.prediction_recall, x.prediction_precision, x.previous_token_recall,
-                  static_cast<double>(x.speculative_wasted_bytes) / 1e6, x.hidden_miss_share * 100);
-    }
-  }
+  if (json) print_json_report(results, rank_rows, ep != nullptr);
+  else print_text_report(path, file_bytes, disk_raw, results, rank_rows);
   if (args.count("plot")) {
     std::ofstream out(args["plot"].as<std::string>());
     out << plot_svg(results);

@@ -34,8 +34,6 @@ void add_engine_flags(cxxopts::Options& options, const EngineFlagSet& set) {
   add_kv_type_options(options);
 }
 
-namespace {
-
 void read_gpu_flags(const cxxopts::ParseResult& args, core::EngineOptions& eo) {
   eo.gpu = args.count("gpu") > 0;
   if (!eo.gpu && (args.count("vram") || args.count("vram-policy")))
@@ -47,8 +45,6 @@ void read_gpu_flags(const cxxopts::ParseResult& args, core::EngineOptions& eo) {
   eo.gpu_options.policy = args["vram-policy"].as<std::string>();
   core::VramExpertCache::parse_policy(eo.gpu_options.policy);  // reject a bad name before loading
 }
-
-}  // namespace
 
 core::EngineOptions read_engine_flags(const cxxopts::ParseResult& args, const EngineFlagSet& set, const SessionFlags& sf) {
   if (!args.count("model")) throw Error(ErrorCode::invalid_argument, "-m MODEL.gguf is required");

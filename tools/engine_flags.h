@@ -26,6 +26,9 @@ void add_engine_flags(cxxopts::Options& options, const EngineFlagSet& set);
 // to the context when one is given).
 core::EngineOptions read_engine_flags(const cxxopts::ParseResult& args, const EngineFlagSet& set, const SessionFlags& sf);
 
+// --gpu, --vram and --vram-policy into `eo` (bench declares them itself, beside its sweeps).
+void read_gpu_flags(const cxxopts::ParseResult& args, core::EngineOptions& eo);
+
 // --temp, --top-k, --top-p, --min-p, --repeat-penalty, --repeat-last-n, -s.
 void add_sampling_flags(cxxopts::Options& options);
 core::SamplerOptions read_sampling_flags(const cxxopts::ParseResult& args);
