@@ -132,6 +132,79 @@ class BenchPhases final : public GenerateObserver {
   cache::CacheStats before_prefill_;
 };
 
+// The decode meter's figures, as reported.
+void copy_decode_figures(const DecodeFigures& f, BenchResult& r) {
+  r.decode_first8_tok_s = f.decode_first8_tok_s;
+  r.decode_tok_s = f.decode_tok_s;
+  r.hit_rate = f.hit_rate;
+  r.hit_rate_first8 = f.hit_rate_first8;
+  r.hit_rate_steady = f.hit_rate_steady;
+  r.decode_bytes_read = f.decode_bytes_read;
+  r.read_bytes_per_token = f.read_bytes_per_token;
+  r.read_bytes_per_token_first8 = f.read_bytes_per_token_first8;
+  r.read_bytes_per_token_steady = f.read_bytes_per_token_steady;
+  r.miss_bytes_per_token = f.miss_bytes_per_token;
+  r.speculative_bytes_per_token = f.speculative_bytes_per_token;
+  r.speculative_waste_bytes_per_token = f.speculative_waste_bytes_per_token;
+  r.disk_gbps_achieved = f.disk_gbps_achieved;
+  r.io_wait_share = f.io_wait_share;
+  r.io_hidden_share = f.io_hidden_share;
+  r.ceiling_tok_s = f.ceiling_tok_s;
+  r.achieved_over_ceiling = f.achieved_over_ceiling;
+  r.ceiling_note = f.ceiling_note;
+}
+
+// Prediction recall and precision over decode, in total and per MoE layer.
+void prediction_figures(Engine& engine, const BenchPhases& phases, BenchResult& r) {
+  const cache::CacheStats& before = phases.before;
+  const cache::PredictionStats& predicted_before = phases.predicted_before;
+  const cache::CacheStats after = engine.cache()->stats();
+  r.evictions = after.total.evictions;
+  r.prefetch_depth = engine.session().prefetch_depth();
+  const cache::PredictionStats p = engine.prefetcher()->stats();
+  const cache::PredictionCounters pt = minus(p.total, predicted_before.total);
+  r.prediction_recall = pt.recall();
+  r.prediction_precision = pt.precision();
+  r.previous_token_recall = pt.previous_recall();
+  for (size_t l = 0; l < p.layers.size(); ++l) {
+    const cache::PredictionCounters pl = minus(p.layers[l], predicted_before.layers[l]);
+    const cache::CacheCounters& ca = after.layers[l];
+    const cache::CacheCounters& cb = before.layers[l];
+    BenchLayer bl;
+    bl.prediction_recall = pl.recall();
+    bl.prediction_precision = pl.precision();
+    bl.previous_token_recall = pl.previous_recall();
+    bl.speculative_wasted_bytes = pl.wasted_bytes;
+    bl.hidden_miss_share = ratio(ca.prefetch_hits_landed - cb.prefetch_hits_landed,
+                                 (ca.prefetch_hits - cb.prefetch_hits) + (ca.misses - cb.misses));
+    r.layers.push_back(bl);
+  }
+}
+
+// The VRAM tier's plan and its decode counters.
+void gpu_figures(GpuTier& gpu_tier, const GpuCounters& gpu_before, BenchResult& r) {
+  GpuTier* gpu = &gpu_tier;
+  const GpuPlan& p = gpu->plan();
+  const GpuCounters d = gpu->counters() - gpu_before;
+  r.gpu = true;
+  r.gpu_tier = gpu->describe();
+  r.gpu_vram_bytes = p.vram_budget;
+  r.gpu_resident_bytes = p.resident_bytes;
+  r.gpu_expert_slots = p.expert_slots;
+  r.gpu_expert_hit_rate = d.expert_hits + d.expert_misses
+                              ? static_cast<double>(d.expert_hits) / static_cast<double>(d.expert_hits + d.expert_misses)
+                              : 0;
+  r.gpu_products = d.products_gpu;
+  r.gpu_cpu_products = d.products_cpu;
+  r.gpu_experts_copied = d.experts_copied;
+  r.gpu_copy_bytes = d.expert_copy_bytes;
+  r.gpu_cpu_fallbacks = d.expert_cpu_fallbacks;
+  r.gpu_upload_bytes = d.upload_bytes;
+  r.gpu_evictions = gpu->evictions();
+  r.gpu_h2d_gbps = p.rates.h2d_bytes_per_s / 1e9;
+  r.gpu_cpu_matvec_gbps = p.rates.cpu_bytes_per_s / 1e9;
+}
+
 }  // namespace
 
 void evict_from_page_cache(const std::string& path) {
@@ -205,9 +278,6 @@ BenchResult run_bench(const BenchOptions& options) {
   generate(engine, seq, &phases);
   const DecodeMeter& meter = phases.meter;
   const auto& t_origin = phases.t_origin;
-  const cache::CacheStats& before = phases.before;
-  const cache::PredictionStats& predicted_before = phases.predicted_before;
-  const GpuCounters& gpu_before = phases.gpu_before;
   const ExchangeStats& exchange_before = phases.exchange_before;
   const cache::CacheCounters& counters_before = phases.counters_before;
   const DecodeFigures f = meter.figures(options.disk_gbps_raw);
@@ -231,76 +301,17 @@ BenchResult run_bench(const BenchOptions& options) {
     r.compute_s_per_token = std::max(0.0, r.decode_s_per_token - r.exchange_s_per_token - io_wait_s / n);
   }
   r.fault_report = engine.describe_faults();
-  r.decode_first8_tok_s = f.decode_first8_tok_s;
-  r.decode_tok_s = f.decode_tok_s;
-  r.hit_rate = f.hit_rate;
-  r.hit_rate_first8 = f.hit_rate_first8;
-  r.hit_rate_steady = f.hit_rate_steady;
-  r.decode_bytes_read = f.decode_bytes_read;
-  r.read_bytes_per_token = f.read_bytes_per_token;
-  r.read_bytes_per_token_first8 = f.read_bytes_per_token_first8;
-  r.read_bytes_per_token_steady = f.read_bytes_per_token_steady;
-  r.miss_bytes_per_token = f.miss_bytes_per_token;
-  r.speculative_bytes_per_token = f.speculative_bytes_per_token;
-  r.speculative_waste_bytes_per_token = f.speculative_waste_bytes_per_token;
-  r.disk_gbps_achieved = f.disk_gbps_achieved;
-  r.io_wait_share = f.io_wait_share;
-  r.io_hidden_share = f.io_hidden_share;
-  r.ceiling_tok_s = f.ceiling_tok_s;
-  r.achieved_over_ceiling = f.achieved_over_ceiling;
-  r.ceiling_note = f.ceiling_note;
+  copy_decode_figures(f, r);
   if (options.disk_gbps_raw > 0) r.disk_gbps_raw = options.disk_gbps_raw;
 
-  if (engine.cache()) {
-    const cache::CacheStats after = engine.cache()->stats();
-    r.evictions = after.total.evictions;
-    r.prefetch_depth = engine.session().prefetch_depth();
-    const cache::PredictionStats p = engine.prefetcher()->stats();
-    const cache::PredictionCounters pt = minus(p.total, predicted_before.total);
-    r.prediction_recall = pt.recall();
-    r.prediction_precision = pt.precision();
-    r.previous_token_recall = pt.previous_recall();
-    for (size_t l = 0; l < p.layers.size(); ++l) {
-      const cache::PredictionCounters pl = minus(p.layers[l], predicted_before.layers[l]);
-      const cache::CacheCounters& ca = after.layers[l];
-      const cache::CacheCounters& cb = before.layers[l];
-      BenchLayer bl;
-      bl.prediction_recall = pl.recall();
-      bl.prediction_precision = pl.precision();
-      bl.previous_token_recall = pl.previous_recall();
-      bl.speculative_wasted_bytes = pl.wasted_bytes;
-      bl.hidden_miss_share = ratio(ca.prefetch_hits_landed - cb.prefetch_hits_landed,
-                                   (ca.prefetch_hits - cb.prefetch_hits) + (ca.misses - cb.misses));
-      r.layers.push_back(bl);
-    }
-  }
+  if (engine.cache()) prediction_figures(engine, phases, r);
   if (routing) {
     r.routing_entropy = routing->entropy();
     r.hottest_over_uniform = routing->hottest_over_uniform();
     r.temporal_reuse = routing->temporal_reuse();
     r.temporal_reuse_chance = routing->temporal_reuse_chance();
   }
-  if (GpuTier* gpu = engine.gpu()) {
-    const GpuPlan& p = gpu->plan();
-    const GpuCounters d = gpu->counters() - gpu_before;
-    r.gpu = true;
-    r.gpu_tier = gpu->describe();
-    r.gpu_vram_bytes = p.vram_budget;
-    r.gpu_resident_bytes = p.resident_bytes;
-    r.gpu_expert_slots = p.expert_slots;
-    r.gpu_expert_hit_rate = d.expert_hits + d.expert_misses
-                                ? static_cast<double>(d.expert_hits) / static_cast<double>(d.expert_hits + d.expert_misses)
-                                : 0;
-    r.gpu_products = d.products_gpu;
-    r.gpu_cpu_products = d.products_cpu;
-    r.gpu_experts_copied = d.experts_copied;
-    r.gpu_copy_bytes = d.expert_copy_bytes;
-    r.gpu_cpu_fallbacks = d.expert_cpu_fallbacks;
-    r.gpu_upload_bytes = d.upload_bytes;
-    r.gpu_evictions = gpu->evictions();
-    r.gpu_h2d_gbps = p.rates.h2d_bytes_per_s / 1e9;
-    r.gpu_cpu_matvec_gbps = p.rates.cpu_bytes_per_s / 1e9;
-  }
+  if (GpuTier* gpu = engine.gpu()) gpu_figures(*gpu, phases.gpu_before, r);
   r.peak_rss_bytes = peak_rss_bytes();
   r.page_cache_growth_bytes = static_cast<int64_t>(page_cache_bytes()) - static_cast<int64_t>(cached_before);
   return r;
