@@ -222,6 +222,51 @@ std::string metrics_text(Server& s) {
   return out;
 }
 
+// --host, --port, --max-connections, --max-body, --header-timeout, checked; a worker for every
+// active and queued request, plus a few for requests refused quickly (bad JSON, 404).
+http::ServerOptions read_http_flags(const cxxopts::ParseResult& args, int64_t parallel, int64_t queue) {
+  const int port = args["port"].as<int>();
+  if (port < 0 || port > 65535) throw Error(ErrorCode::invalid_argument, "--port " + std::to_string(port) + " must be in [0, 65535]");
+  const uint64_t max_body = parse_size(args["max-body"].as<std::string>(), "--max-body");
+  if (max_body == 0 || max_body > (uint64_t{1} << 30))
+    throw Error(ErrorCode::invalid_argument, "--max-body must be in [1, 1G]");
+  const int64_t max_connections = args["max-connections"].as<int64_t>();
+  if (max_connections < 1 || max_connections > 65536)
+    throw Error(ErrorCode::invalid_argument, "--max-connections " + std::to_string(max_connections) + " must be in [1, 65536]");
+  const double header_timeout = args["header-timeout"].as<double>();
+  if (!(header_timeout >= 0.1 && header_timeout <= 3600))
+    throw Error(ErrorCode::invalid_argument, "--header-timeout must be in [0.1, 3600] seconds");
+  http::ServerOptions so;
+  so.host = args["host"].as<std::string>();
+  so.port = port;
+  so.max_connections = static_cast<size_t>(max_connections);
+  so.workers = static_cast<size_t>(parallel + queue + 4);
+  so.limits.max_body = max_body;
+  so.head_timeout = std::chrono::milliseconds(static_cast<int64_t>(header_timeout * 1000));
+  return so;
+}
+
+// The OpenAI-compatible routes, /health and /metrics.
+void add_routes(http::Server& svr, Server& s) {
+  svr.get("/health", [](const http::Request&) { return http::Reply{200, "application/json", R"({"status":"ok"})", {}}; });
+  svr.get("/v1/models", [&s](const http::Request&) {
+    ordered_json m = {{"object", "list"},
+                      {"data", ordered_json::array({{{"id", s.model_id}, {"object", "model"}, {"created", s.created},
+                                                     {"owned_by", "sluice"}}})}};
+    return http::Reply{200, "application/json", dump(m), {}};
+  });
+  svr.get("/metrics", [&s](const http::Request&) {
+    return http::Reply{200, "text/plain; version=0.0.4", metrics_text(s), {}};
+  });
+  svr.post("/v1/chat/completions", [&s](const http::Request& req, http::Responder& out) {
+    handle_generate(s, req, out, true);
+  });
+  svr.post("/v1/completions", [&s](const http::Request& req, http::Responder& out) {
+    handle_generate(s, req, out, false);
+  });
+
+}
+
 }  // namespace
 
 int cmd_serve(int argc, char** argv) {
@@ -249,21 +294,11 @@ int cmd_serve(int argc, char** argv) {
   }
   if (!args.count("model")) throw Error(ErrorCode::invalid_argument, "-m MODEL.gguf is required");
   const std::string model_path = args["model"].as<std::string>();
-  const int port = args["port"].as<int>();
-  if (port < 0 || port > 65535) throw Error(ErrorCode::invalid_argument, "--port " + std::to_string(port) + " must be in [0, 65535]");
   const int64_t parallel = args["parallel"].as<int64_t>();
   if (parallel < 1 || parallel > 256) throw Error(ErrorCode::invalid_argument, "--parallel " + std::to_string(parallel) + " must be in [1, 256]");
   const int64_t queue = args["queue"].as<int64_t>();
   if (queue < 0 || queue > 4096) throw Error(ErrorCode::invalid_argument, "--queue " + std::to_string(queue) + " must be in [0, 4096]");
-  const uint64_t max_body = parse_size(args["max-body"].as<std::string>(), "--max-body");
-  if (max_body == 0 || max_body > (uint64_t{1} << 30))
-    throw Error(ErrorCode::invalid_argument, "--max-body must be in [1, 1G]");
-  const int64_t max_connections = args["max-connections"].as<int64_t>();
-  if (max_connections < 1 || max_connections > 65536)
-    throw Error(ErrorCode::invalid_argument, "--max-connections " + std::to_string(max_connections) + " must be in [1, 65536]");
-  const double header_timeout = args["header-timeout"].as<double>();
-  if (!(header_timeout >= 0.1 && header_timeout <= 3600))
-    throw Error(ErrorCode::invalid_argument, "--header-timeout must be in [0.1, 3600] seconds");
+  const http::ServerOptions so = read_http_flags(args, parallel, queue);
   const SessionFlags sf = read_session_flags(args);
   for (const auto& note : sf.notes) std::fprintf(stderr, "sluice serve: %s\n", note.c_str());
 
@@ -303,31 +338,8 @@ int cmd_serve(int argc, char** argv) {
   s.model_id = std::filesystem::path(model_path).stem().string();
   s.created = static_cast<int64_t>(std::time(nullptr));
 
-  http::ServerOptions so;
-  so.host = args["host"].as<std::string>();
-  so.port = port;
-  so.max_connections = max_connections;
-  // Every active and queued request, plus a few for requests refused quickly (bad JSON, 404).
-  so.workers = static_cast<size_t>(parallel + queue + 4);
-  so.limits.max_body = max_body;
-  so.head_timeout = std::chrono::milliseconds(static_cast<int64_t>(header_timeout * 1000));
   http::Server svr(so, [](int status, const std::string& message) { return dump(error_body(status, message)); });
-  svr.get("/health", [](const http::Request&) { return http::Reply{200, "application/json", R"({"status":"ok"})", {}}; });
-  svr.get("/v1/models", [&s](const http::Request&) {
-    ordered_json m = {{"object", "list"},
-                      {"data", ordered_json::array({{{"id", s.model_id}, {"object", "model"}, {"created", s.created},
-                                                     {"owned_by", "sluice"}}})}};
-    return http::Reply{200, "application/json", dump(m), {}};
-  });
-  svr.get("/metrics", [&s](const http::Request&) {
-    return http::Reply{200, "text/plain; version=0.0.4", metrics_text(s), {}};
-  });
-  svr.post("/v1/chat/completions", [&s](const http::Request& req, http::Responder& out) {
-    handle_generate(s, req, out, true);
-  });
-  svr.post("/v1/completions", [&s](const http::Request& req, http::Responder& out) {
-    handle_generate(s, req, out, false);
-  });
+  add_routes(svr, s);
 
   std::thread stopper([&svr, sigs] {
     int sig = 0;
@@ -341,9 +353,11 @@ int cmd_serve(int argc, char** argv) {
   std::fprintf(stderr,
                "sluice serve: request memory outside the budget: at most %zu request bodies of --max-body %.1f MiB "
                "(%.1f MiB) and %zu connections of %zu KiB heads (%.1f MiB); header timeout %.1f s\n",
-               so.workers, static_cast<double>(max_body) / mib, static_cast<double>(so.workers * max_body) / mib,
+               so.workers, static_cast<double>(so.limits.max_body) / mib,
+               static_cast<double>(so.workers * so.limits.max_body) / mib,
                so.max_connections, so.limits.max_head / 1024,
-               static_cast<double>(so.max_connections * 2 * so.limits.max_head) / mib, header_timeout);
+               static_cast<double>(so.max_connections * 2 * so.limits.max_head) / mib,
+               std::chrono::duration<double>(so.head_timeout).count());
   std::fprintf(stderr, "sluice serve: listening on http://%s:%d\n", so.host.c_str(), svr.port());
   std::fflush(stderr);
   svr.run();
