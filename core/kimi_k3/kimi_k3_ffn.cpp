@@ -12,14 +12,19 @@
 
 namespace sluice::core {
 
-void KimiK3Session::ffn_dense(int64_t, int64_t n) {
+// down situ(gate h, up h) of n rows of h_ into `out`: the dense FFN and the shared experts.
+void KimiK3Session::situ_ffn(const Tensor& gate, const Tensor& up, const Tensor& down, int64_t n_ff, int64_t n, float* out) {
   const KimiK3Config& c = model_.config();
-  const KimiK3Layer& L = *layer_;
-  const size_t nf = static_cast<size_t>(n * c.n_ff);
-  matmul(L.ffn_gate.matrix(), h_.data(), n, ffn_g_.data());
-  matmul(L.ffn_up.matrix(), h_.data(), n, ffn_u_.data());
+  const size_t nf = static_cast<size_t>(n * n_ff);
+  matmul(gate.matrix(), h_.data(), n, ffn_g_.data());
+  matmul(up.matrix(), h_.data(), n, ffn_u_.data());
   kernels::situ({ffn_g_.data(), nf}, {ffn_u_.data(), nf}, c.situ_beta, c.situ_lin_beta, {ffn_g_.data(), nf});
-  matmul(L.ffn_down.matrix(), ffn_g_.data(), n, ffn_out_.data());
+  matmul(down.matrix(), ffn_g_.data(), n, out);
+}
+
+void KimiK3Session::ffn_dense(int64_t, int64_t n) {
+  const KimiK3Layer& L = *layer_;
+  situ_ffn(L.ffn_gate, L.ffn_up, L.ffn_down, model_.config().n_ff, n, ffn_out_.data());
 }
 
 // Router: p = sigmoid(gate_inp h), selection by p + exp_probs_b (optionally group-limited), weights
@@ -146,13 +151,8 @@ void KimiK3Session::ffn_moe(int64_t il, int64_t n, int64_t start_pos) {
 
 // Shared experts on the full-width h, into sh_.
 void KimiK3Session::shared_experts(int64_t n) {
-  const KimiK3Config& c = model_.config();
   const KimiK3Layer& L = *layer_;
-  const size_t nf = static_cast<size_t>(n * c.n_ff_shexp);
-  matmul(L.gate_shexp.matrix(), h_.data(), n, ffn_g_.data());
-  matmul(L.up_shexp.matrix(), h_.data(), n, ffn_u_.data());
-  kernels::situ({ffn_g_.data(), nf}, {ffn_u_.data(), nf}, c.situ_beta, c.situ_lin_beta, {ffn_g_.data(), nf});
-  matmul(L.down_shexp.matrix(), ffn_g_.data(), n, sh_.data());
+  situ_ffn(L.gate_shexp, L.up_shexp, L.down_shexp, model_.config().n_ff_shexp, n, sh_.data());
 }
 
 }  // namespace sluice::core

@@ -112,6 +112,7 @@ class KimiK3Session final : public Session {
   std::span<const float> forward_seq(int64_t seq, std::span<const int32_t> tokens, int64_t start_pos, bool all_logits);
   void kda(int64_t il, int64_t n);
   void mla(int64_t il, int64_t n, int64_t start_pos);
+  void situ_ffn(const Tensor& gate, const Tensor& up, const Tensor& down, int64_t n_ff, int64_t n, float* out);
   void ffn_dense(int64_t il, int64_t n);
   void ffn_moe(int64_t il, int64_t n, int64_t start_pos);
   void shared_experts(int64_t n);
