@@ -332,10 +332,7 @@ core::BenchOptions read_bench_base(const cxxopts::ParseResult& args, const std::
   const SessionFlags sf = read_session_flags(args, false);
   for (const auto& note : sf.notes) std::fprintf(stderr, "sluice bench: %s\n", note.c_str());
   base.engine.threads = sf.threads;
-  base.engine.io.kind = io::parse_io_kind(args["io"].as<std::string>());
-  base.engine.policy = args["policy"].as<std::string>();
-  apply_verify_flag(args[kVerifyFlag].as<std::string>(), base.engine);
-  if (args.count("io-faults")) base.engine.faults = io::parse_fault_options(args["io-faults"].as<std::string>());
+  read_io_flags(args, {.io_faults = true}, base.engine);
   base.engine.session.n_batch = sf.n_batch;
   base.engine.session.kv_type = GgmlType::F16;
   base.engine.session.prefetch_depth = args["prefetch-depth"].as<int>();

@@ -46,6 +46,13 @@ void read_gpu_flags(const cxxopts::ParseResult& args, core::EngineOptions& eo) {
   core::VramExpertCache::parse_policy(eo.gpu_options.policy);  // reject a bad name before loading
 }
 
+void read_io_flags(const cxxopts::ParseResult& args, const EngineFlagSet& set, core::EngineOptions& eo) {
+  eo.io.kind = io::parse_io_kind(args["io"].as<std::string>());
+  eo.policy = args["policy"].as<std::string>();
+  apply_verify_flag(args[kVerifyFlag].as<std::string>(), eo);
+  if (set.io_faults && args.count("io-faults")) eo.faults = io::parse_fault_options(args["io-faults"].as<std::string>());
+}
+
 core::EngineOptions read_engine_flags(const cxxopts::ParseResult& args, const EngineFlagSet& set, const SessionFlags& sf) {
   if (!args.count("model")) throw Error(ErrorCode::invalid_argument, "-m MODEL.gguf is required");
   core::EngineOptions eo;
@@ -53,10 +60,7 @@ core::EngineOptions read_engine_flags(const cxxopts::ParseResult& args, const En
   eo.threads = sf.threads;
   eo.widen_f16_to_f32 = set.widen_f16 && args.count("widen-f16") > 0;
   eo.in_core = args.count("in-core") > 0;
-  eo.io.kind = io::parse_io_kind(args["io"].as<std::string>());
-  eo.policy = args["policy"].as<std::string>();
-  apply_verify_flag(args[kVerifyFlag].as<std::string>(), eo);
-  if (set.io_faults && args.count("io-faults")) eo.faults = io::parse_fault_options(args["io-faults"].as<std::string>());
+  read_io_flags(args, set, eo);
   eo.session.n_ctx = sf.n_ctx;
   eo.session.n_batch = sf.n_ctx > 0 ? std::min(sf.n_batch, sf.n_ctx) : sf.n_batch;
   eo.session.kv_type = kv_type_from(args);

@@ -26,6 +26,10 @@ void add_engine_flags(cxxopts::Options& options, const EngineFlagSet& set);
 // to the context when one is given).
 core::EngineOptions read_engine_flags(const cxxopts::ParseResult& args, const EngineFlagSet& set, const SessionFlags& sf);
 
+// --io, --policy, --verify and (where offered) --io-faults into `eo`; part of read_engine_flags,
+// and bench's reading of the same flags beside its budget sweeps.
+void read_io_flags(const cxxopts::ParseResult& args, const EngineFlagSet& set, core::EngineOptions& eo);
+
 // --gpu, --vram and --vram-policy into `eo` (bench declares them itself, beside its sweeps).
 void read_gpu_flags(const cxxopts::ParseResult& args, core::EngineOptions& eo);
 
