@@ -8,6 +8,7 @@
 #include <map>
 
 #include "common/error.h"
+#include "common/huge_pages.h"
 #include "common/units.h"
 
 namespace sluice::cache {
@@ -86,6 +87,7 @@ Arena::Arena(uint64_t bytes) : size_(bytes) {
                                        std::strerror(errno));
   }
   data_ = static_cast<std::byte*>(p);
+  advise_huge_pages(data_, bytes);  // slots are read by every matvec: keep their TLB walks short
 }
 
 Arena::~Arena() {

@@ -1,17 +1,15 @@
 #include "common/weight_arena.h"
 
-#include <sys/mman.h>
-
 #include <algorithm>
 #include <cstdlib>
 
 #include "common/error.h"
+#include "common/huge_pages.h"
 #include "common/units.h"
 
 namespace sluice {
 
 namespace {
-constexpr uint64_t kHugePage = 2ull << 20;
 uint64_t round_up(uint64_t n, uint64_t a) { return (n + a - 1) / a * a; }
 }  // namespace
 
@@ -29,11 +27,7 @@ WeightArena allocate_weight_arena(uint64_t bytes, const std::string& what) {
   const uint64_t size = weight_arena_bytes(bytes);
   void* mem = std::aligned_alloc(kDirectReadAlignment, size);
   if (!mem) throw Error(ErrorCode::budget, "cannot allocate " + human_bytes(bytes) + " for " + what);
-  // Advice only: without THP the arena still works, with 4 KiB pages (and it costs no memory:
-  // only the 2 MiB pages wholly inside the allocation are advised).
-  const uintptr_t begin = round_up(reinterpret_cast<uintptr_t>(mem), kHugePage);
-  const uintptr_t end = (reinterpret_cast<uintptr_t>(mem) + size) / kHugePage * kHugePage;
-  if (end > begin) (void)::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_HUGEPAGE);
+  advise_huge_pages(mem, size);
   return WeightArena(static_cast<std::byte*>(mem));
 }
 

@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <thread>
 
+#include "common/background_prefault.h"
 #include "common/error.h"
 #include "common/units.h"
 #include "common/weight_arena.h"
@@ -55,7 +57,10 @@ class KimiK3Loader {
     m->arena_bytes_ = weight_arena_bytes(total_);
     if (!read) return m;
     m->arena_ = allocate_weight_arena(total_, "the weights of '" + f.path() + "'");
-    for (Slot& s : slots_) fill(s, m->arena_.get());
+    {
+      BackgroundPrefault prefault({m->arena_.get(), total_}, std::thread::hardware_concurrency());
+      for (Slot& s : slots_) fill(s, m->arena_.get());
+    }
     return m;
   }
 

@@ -1,8 +1,10 @@
 #include "core/llama/model.h"
 
 #include <cstdlib>
+#include <thread>
 #include <cstring>
 
+#include "common/background_prefault.h"
 #include "common/error.h"
 #include "common/units.h"
 #include "common/weight_arena.h"
@@ -96,7 +98,10 @@ class ModelLoader {
       return m;
     }
     m.arena_ = allocate_weight_arena(total_, "the weights of '" + f.path() + "'");
-    for (Slot& s : slots_) fill(s, m.arena_.get(), c);
+    {
+      BackgroundPrefault prefault({m.arena_.get(), total_}, std::thread::hardware_concurrency());
+      for (Slot& s : slots_) fill(s, m.arena_.get(), c);
+    }
     if (!f.find_tensor("output.weight")) m.output_ = m.token_embd_;
     return m;
   }
