@@ -44,8 +44,11 @@ void add_avx512_kernels(KernelTable& t) {
     t.vec_dot_multi[size_t(k.type)][1] = k.x4;
     t.vec_dot_multi[size_t(k.type)][2] = k.x8;
   }
-  // Q4_K's repacked GEMV order; the 4-row GEMM order stays AVX2's (its per-pair reductions across
-  // four rows measured slower here).
+  // Q4_K's repacked GEMV order. The 4-row GEMM order's one-row kernels stay AVX2's (their per-pair
+  // reductions measured slower at 512 bits); batches take the tiled GEMM, which needs none.
+  static_assert(kGemmTileRows == 16 && kGemmTileTokens == avx512::kQ4KTileTokens);
+  t.repack_gemm_tile[size_t(GgmlType::Q4_K)] = {avx512::pack_q4_k_tile, avx512::gemm_q4_k_tile,
+                                                avx512::kQ4KTileBlockBytes};
   t.vec_dot_repack[size_t(GgmlType::Q4_K)] = avx512::vec_dot_q4_k_repack;
   t.vec_dot_repack_multi[size_t(GgmlType::Q4_K)][0] = avx512::vec_dot_q4_k_repack_x2;
   t.vec_dot_repack_multi[size_t(GgmlType::Q4_K)][1] = avx512::vec_dot_q4_k_repack_x4;

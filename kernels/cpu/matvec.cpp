@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "common/error.h"
 #include "kernels/cpu/dispatch.h"
@@ -131,6 +132,58 @@ void matmul(const WeightMatrix& w, std::span<const float> x, int64_t n_tokens, s
 
   const int64_t whole[2] = {0, n_tokens};
   const std::span<const int64_t> seq_runs = runs.empty() ? std::span<const int64_t>(whole) : runs;
+  // Rows [r_begin, r_end) against tokens [s, e) in one order: several tokens per call (the weights
+  // are unpacked once for all of them), every row of the range against that group of tokens while
+  // its activations are hot.
+  auto row_dots = [&](const DotOrder& o, int64_t r_begin, int64_t r_end, int64_t s, int64_t e) {
+    auto dots = [&](int64_t t, int count) {
+      const std::byte* act = scratch.data() + size_t(t) * act_row;
+      for (int64_t r = r_begin; r < r_end; ++r) {
+        const std::byte* row = w.data + size_t(r) * w.row_stride;
+        float out[8];
+        if (count == 8) o.x8(row, act, act_row, w.n_cols, out);
+        else if (count == 4) o.x4(row, act, act_row, w.n_cols, out);
+        else if (count == 2) o.x2(row, act, act_row, w.n_cols, out);
+        else out[0] = o.one(row, act, w.n_cols);
+        for (int i = 0; i < count; ++i) y[size_t((t + i) * w.n_rows + r)] = out[i];
+      }
+    };
+    int64_t t = s;
+    for (; o.x8 && e - t >= 8; t += 8) dots(t, 8);
+    for (; o.x4 && e - t >= 4; t += 4) dots(t, 4);
+    if (o.x2 && e - t >= 2) {
+      dots(t, 2);
+      t += 2;
+    }
+    for (; t < e; ++t) dots(t, 1);
+  };
+
+  const cpu::TileGemm& tile_gemm = k.repack_gemm_tile[ti];
+  if (any_gemm && tile_gemm.gemm && n_tokens > 8) {
+    // The GEMM order as a tiled GEMM: each group of kGemmTileRows rows is packed once (into this
+    // thread's buffer, grown once) and then meets every GEMM-order group of tokens; the GEMV-order
+    // tokens and a last partial group take the row kernels. Which order computes an element, and
+    // so its value, does not change.
+    const int64_t tile_rows = cpu::kGemmTileRows;
+    const size_t packed_bytes = size_t(w.n_cols / ggml_traits(w.type).block_size) * tile_gemm.block_bytes;
+    pool.parallel_for((w.n_rows + tile_rows - 1) / tile_rows, 1, [&](int64_t g_begin, int64_t g_end) {
+      thread_local std::vector<std::byte> packed;
+      if (packed.size() < packed_bytes) packed.resize(packed_bytes);
+      for (int64_t g = g_begin; g < g_end; ++g) {
+        const int64_t r0 = g * tile_rows, r1 = std::min(w.n_rows, r0 + tile_rows);
+        const bool whole_tile = r1 - r0 == tile_rows;
+        if (whole_tile) tile_gemm.pack(w.data + size_t(r0) * w.row_stride, w.row_stride, w.n_cols, packed.data());
+        for_each_order_segment(seq_runs, true, [&](int64_t s, int64_t e, bool is_gemm) {
+          if (!is_gemm || !whole_tile) return row_dots(is_gemm ? gemm : gemv, r0, r1, s, e);
+          for (int64_t t = s; t < e; t += cpu::kGemmTileTokens)  // GEMM segments hold whole groups of 4
+            tile_gemm.gemm(packed.data(), scratch.data() + size_t(t) * act_row, act_row, w.n_cols,
+                           y.data() + size_t(t * w.n_rows + r0), size_t(w.n_rows));
+        });
+      }
+    });
+    return;
+  }
+
   // Rows are taken a tile at a time (kRowTileBytes of weights, which stay in L2) and each tile
   // meets every token before the next: a batch's activations (8 MB for 1024 tokens of 7168
   // values) then stream from memory once per tile rather than once per row. A single token has
@@ -141,29 +194,7 @@ void matmul(const WeightMatrix& w, std::span<const float> x, int64_t n_tokens, s
     for (int64_t tile = begin; tile < end; tile += tile_rows) {
       const int64_t tile_end = std::min(end, tile + tile_rows);
       for_each_order_segment(seq_runs, any_gemm, [&](int64_t s, int64_t e, bool is_gemm) {
-        const DotOrder& o = is_gemm ? gemm : gemv;
-        // Several tokens per call (the weights are unpacked once for all of them), every row of
-        // the tile against that group of tokens while its activations are hot.
-        auto dots = [&](int64_t t, int count) {
-          const std::byte* act = scratch.data() + size_t(t) * act_row;
-          for (int64_t r = tile; r < tile_end; ++r) {
-            const std::byte* row = w.data + size_t(r) * w.row_stride;
-            float out[8];
-            if (count == 8) o.x8(row, act, act_row, w.n_cols, out);
-            else if (count == 4) o.x4(row, act, act_row, w.n_cols, out);
-            else if (count == 2) o.x2(row, act, act_row, w.n_cols, out);
-            else out[0] = o.one(row, act, w.n_cols);
-            for (int i = 0; i < count; ++i) y[size_t((t + i) * w.n_rows + r)] = out[i];
-          }
-        };
-        int64_t t = s;
-        for (; o.x8 && e - t >= 8; t += 8) dots(t, 8);
-        for (; o.x4 && e - t >= 4; t += 4) dots(t, 4);
-        if (o.x2 && e - t >= 2) {
-          dots(t, 2);
-          t += 2;
-        }
-        for (; t < e; ++t) dots(t, 1);
+        row_dots(is_gemm ? gemm : gemv, tile, tile_end, s, e);
       });
     }
   });
