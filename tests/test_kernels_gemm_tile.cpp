@@ -58,72 +58,81 @@ std::vector<std::byte> activation_rows(int64_t n_tokens, int64_t n_cols, uint32_
 
 }  // namespace
 
-TEST_CASE("tiled GEMM kernels equal the scalar repacked GEMM order on every row and token, bit for bit") {
+TEST_CASE("tiled GEMM kernels equal the scalar repacked orders on every row and token, bit for bit") {
   constexpr int64_t n_cols = 1024, n_tokens = kGemmTileTokens;
   const auto w = weight_rows(kGemmTileRows, n_cols, 11);
   const auto act = activation_rows(n_tokens, n_cols, 40);
   const size_t row_bytes = sluice::ggml_row_bytes(kType, uint64_t(n_cols));
   const size_t act_row = sluice::ggml_row_bytes(GgmlType::Q8_K, uint64_t(n_cols));
-  const VecDotFn reference = scalar_kernels().vec_dot_repack_gemm[size_t(kType)];
-  REQUIRE((reference != nullptr));
   int checked = 0;
   for (const KernelTable* level : kernel_levels()) {
-    const TileGemm& tile = level->repack_gemm_tile[size_t(kType)];
-    // The AVX-512 level installs one; the tile is then what every batch of Q4_K rows takes.
-    if (std::string(level->isa) == "avx512_vnni") REQUIRE((tile.gemm != nullptr));
-    if (!tile.gemm) continue;
-    std::vector<std::byte> packed(size_t(n_cols / 256) * tile.block_bytes);
-    tile.pack(w.data(), row_bytes, n_cols, packed.data());
-    // Outputs strided as in a matmul with more rows than the tile.
-    constexpr size_t out_stride = kGemmTileRows + 8;
-    std::vector<float> out(out_stride * n_tokens, -1.0f);
-    tile.gemm(packed.data(), act.data(), act_row, n_cols, out.data(), out_stride);
-    for (int64_t t = 0; t < n_tokens; ++t)
-      for (int r = 0; r < kGemmTileRows; ++r) {
-        const float want = reference(w.data() + size_t(r) * row_bytes, act.data() + size_t(t) * act_row, n_cols);
-        const float got = out[size_t(t) * out_stride + size_t(r)];
-        INFO(level->isa << " token " << t << " row " << r << ": " << got << " vs " << want);
-        REQUIRE(std::memcmp(&got, &want, sizeof got) == 0);
-      }
-    for (int64_t t = 0; t < n_tokens; ++t)  // the gaps between a token's rows stay untouched
-      CHECK(out[size_t(t) * out_stride + kGemmTileRows] == -1.0f);
-    ++checked;
+    // Each tile against the scalar dot of the order it implements.
+    const struct {
+      const char* order;
+      const TileGemm& tile;
+      VecDotFn reference;
+    } orders[] = {{"GEMM", level->repack_gemm_tile[size_t(kType)], scalar_kernels().vec_dot_repack_gemm[size_t(kType)]},
+                  {"GEMV", level->repack_gemv_tile[size_t(kType)], scalar_kernels().vec_dot_repack[size_t(kType)]}};
+    for (const auto& o : orders) {
+      REQUIRE((o.reference != nullptr));
+      // The AVX-512 level installs both; every batch of Q4_K rows then takes them.
+      if (std::string(level->isa) == "avx512_vnni") REQUIRE((o.tile.gemm != nullptr));
+      if (!o.tile.gemm) continue;
+      std::vector<std::byte> packed(size_t(n_cols / 256) * o.tile.block_bytes);
+      o.tile.pack(w.data(), row_bytes, n_cols, packed.data());
+      // Outputs strided as in a matmul with more rows than the tile.
+      constexpr size_t out_stride = kGemmTileRows + 8;
+      std::vector<float> out(out_stride * n_tokens, -1.0f);
+      o.tile.gemm(packed.data(), act.data(), act_row, n_cols, out.data(), out_stride);
+      for (int64_t t = 0; t < n_tokens; ++t)
+        for (int r = 0; r < kGemmTileRows; ++r) {
+          const float want = o.reference(w.data() + size_t(r) * row_bytes, act.data() + size_t(t) * act_row, n_cols);
+          const float got = out[size_t(t) * out_stride + size_t(r)];
+          INFO(std::string(level->isa) << " " << std::string(o.order) << " order, token " << t << " row " << r << ": " << got << " vs " << want);
+          REQUIRE(std::memcmp(&got, &want, sizeof got) == 0);
+        }
+      for (int64_t t = 0; t < n_tokens; ++t)  // the gaps between a token's rows stay untouched
+        CHECK(out[size_t(t) * out_stride + kGemmTileRows] == -1.0f);
+      ++checked;
+    }
   }
-  MESSAGE(checked << " kernel level(s) with a tiled Q4_K GEMM checked");
+  MESSAGE(checked << " tiled Q4_K GEMM(s) checked");
 }
 
 TEST_CASE("matmul through the tiled GEMM equals the scalar orders element by element") {
-  // 40 rows: two whole tiles and a partial one. Runs of 3, 12 and 9 tokens: GEMM order for
-  // tokens 3..14 and 15..22, GEMV order for 0..2 and 23.
+  // 40 rows: two whole tiles and a partial one. Runs of 3, 12 and 9 tokens: with mul_mat, GEMM
+  // order for tokens 3..14 and 15..22, GEMV order for 0..2 and 23.
   constexpr int64_t n_cols = 512, n_rows = 40;
   const std::vector<int64_t> runs = {0, 3, 15, 24};
   const int64_t n = runs.back();
   auto bytes = weight_rows(n_rows, n_cols, 5);
   const size_t row_bytes = sluice::ggml_row_bytes(kType, uint64_t(n_cols));
   WeightMatrix w{kType, bytes.data(), n_cols, n_rows, row_bytes};
-  w.repack = GgmlRepack::mul_mat;
   std::vector<float> x(size_t(n * n_cols));
   for (int64_t t = 0; t < n; ++t) {
     const auto row = random_row(n_cols, 70 + uint32_t(t));
     std::copy(row.begin(), row.end(), x.begin() + t * n_cols);
   }
   ThreadPool pool(2);
-  std::vector<float> y(size_t(n * n_rows));
-  std::vector<std::byte> scratch(sluice::kernels::matmul_scratch_bytes(kType, n_cols, n));
-  sluice::kernels::matmul(w, x, n, y, scratch, pool, runs);
-
   const KernelTable& s = scalar_kernels();
   const size_t act_row = sluice::ggml_row_bytes(GgmlType::Q8_K, uint64_t(n_cols));
   std::vector<std::byte> act(act_row);
-  for (int64_t t = 0; t < n; ++t) {
-    s.quantize[size_t(GgmlType::Q8_K)](x.data() + t * n_cols, act.data(), n_cols);
-    const bool gemm_order = (t >= 3 && t < 15) || (t >= 15 && t < 23);
-    const VecDotFn dot = gemm_order ? s.vec_dot_repack_gemm[size_t(kType)] : s.vec_dot_repack[size_t(kType)];
-    for (int64_t r = 0; r < n_rows; ++r) {
-      const float want = dot(bytes.data() + size_t(r) * row_bytes, act.data(), n_cols);
-      const float got = y[size_t(t * n_rows + r)];
-      INFO("token " << t << " row " << r << (gemm_order ? " (GEMM order)" : " (GEMV order)"));
-      REQUIRE(std::memcmp(&got, &want, sizeof got) == 0);
+  // mul_mat: both orders by the runs; mul_mat_id (experts): the GEMV order for every token.
+  for (GgmlRepack kind : {GgmlRepack::mul_mat, GgmlRepack::mul_mat_id}) {
+    w.repack = kind;
+    std::vector<float> y(size_t(n * n_rows));
+    std::vector<std::byte> scratch(sluice::kernels::matmul_scratch_bytes(kType, n_cols, n));
+    sluice::kernels::matmul(w, x, n, y, scratch, pool, runs);
+    for (int64_t t = 0; t < n; ++t) {
+      s.quantize[size_t(GgmlType::Q8_K)](x.data() + t * n_cols, act.data(), n_cols);
+      const bool gemm_order = kind == GgmlRepack::mul_mat && t >= 3 && t < 23;
+      const VecDotFn dot = gemm_order ? s.vec_dot_repack_gemm[size_t(kType)] : s.vec_dot_repack[size_t(kType)];
+      for (int64_t r = 0; r < n_rows; ++r) {
+        const float want = dot(bytes.data() + size_t(r) * row_bytes, act.data(), n_cols);
+        const float got = y[size_t(t * n_rows + r)];
+        INFO("repack " << int(kind) << " token " << t << " row " << r << (gemm_order ? " (GEMM order)" : " (GEMV order)"));
+        REQUIRE(std::memcmp(&got, &want, sizeof got) == 0);
+      }
     }
   }
 }

@@ -68,9 +68,11 @@ struct KernelTable {
   VecDotMultiFn vec_dot_multi[kTypeSlots][3] = {};
   VecDotMultiFn vec_dot_repack_multi[kTypeSlots][3] = {};
   VecDotMultiFn vec_dot_repack_gemm_multi[kTypeSlots][3] = {};
-  // The repacked 4-row GEMM order (vec_dot_repack_gemm) as a tiled GEMM, for batches; empty
-  // where there is none (matmul then takes the multi-row kernels).
+  // The repacked orders as tiled GEMMs, for batches: the 4-row GEMM's (vec_dot_repack_gemm) and
+  // the GEMV's (vec_dot_repack); empty where there is none (matmul then takes the multi-row
+  // kernels).
   TileGemm repack_gemm_tile[kTypeSlots] = {};
+  TileGemm repack_gemv_tile[kTypeSlots] = {};
   AddScaledF16Fn add_scaled_f16 = nullptr;
 };
 

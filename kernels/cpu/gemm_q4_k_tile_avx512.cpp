@@ -1,18 +1,21 @@
-// Q4_K in llama.cpp's repacked 4-row GEMM order, as a real GEMM: 16 weight rows at a time, packed
-// once per batch so that each vector lane holds one row.
+// Q4_K in llama.cpp's repacked orders (the 4-row GEMM's and the GEMV's) as a real GEMM: 16
+// weight rows at a time, packed once per batch so that each vector lane holds one row.
 //
-// The one-row kernels keep a row's 256 values across the lanes of a vector, so every sub-block
-// pair of the GEMM order (one float step per pair) costs a horizontal reduction per token; that
-// reduction, not the multiplies, bounded them. Here a tile of 16 rows is rewritten (pack) into
-// lane-per-row form: for every 4 consecutive values of a sub-block, one 64-byte vector holds those
-// 4 unsigned nibbles of all 16 rows. One vpdpbusd against the token's 4 activation bytes broadcast
-// to every lane then advances all 16 rows at once, and a sub-block's sum for each row is simply its
-// lane: no reduction at all. The scales, mins and super-block factors are unpacked per row into the
-// same lane order, so each lane then runs the scalar q4_k_repack_order<2> steps exactly: the same
-// exact integers, then per pair acc = fma(float(isum), d, acc) and acc_min likewise, d the same
-// float product, and out = acc - acc_min. Every output equals vec_dot_repack_gemm's to the bit.
+// The one-row kernels keep a row's 256 values across the lanes of a vector, so every float step
+// of the order (one per sub-block pair in the GEMM order, one per super-block in the GEMV order)
+// costs a horizontal reduction per token; that reduction, not the multiplies, bounded them. Here a
+// tile of 16 rows is rewritten (pack) into lane-per-row form: for every 4 consecutive bytes of a
+// sub-block pair's 32 nibble bytes, one 64-byte vector holds those 4 bytes of all 16 rows (their
+// low nibbles are 4 values of sub-block 2p, their high nibbles the same 4 of 2p+1). One vpdpbusd
+// against the token's 4 activation bytes broadcast to every lane then advances all 16 rows, and a
+// sub-block's sum for each row is simply its lane: no reduction at all. Scales, mins and the
+// super-block factors are unpacked per row into the same lane order, so each lane runs the scalar
+// q4_k_repack_order steps exactly: the same exact integers, then acc = fma(float(isum), d, acc)
+// and acc_min likewise per group, d the same float product, out = acc - acc_min. Every output
+// equals vec_dot_repack_gemm's (GEMM order) or vec_dot_repack's (GEMV order) to the bit.
 #include "kernels/cpu/avx512_common.h"  // first: its warning pragma must precede <immintrin.h>
 
+#include <cstddef>
 #include <cstring>
 
 #include "kernels/cpu/avx512.h"
@@ -25,87 +28,132 @@ constexpr int kRows = 16;
 
 // One super-block column of a 16-row tile, lane r = row r.
 struct PackedQ4KBlock {
-  float d[kRows];              // the row's super-block scale
-  float dmin[kRows];           // and min scale
-  int32_t scales[8][kRows];    // sub-block scales
-  int32_t min_pairs[4][kRows]; // sub-block pair p's two mins as int16 (low: 2p, high: 2p+1)
-  uint8_t q[8][8][kRows][4];   // [sub-block][4-value step][row][value]: nibbles widened to bytes
+  float d[kRows];             // the row's super-block scale
+  float dmin[kRows];          // and min scale
+  uint8_t scales[8][kRows];   // sub-block scales
+  uint8_t mins[8][kRows];     // sub-block mins
+  uint32_t q[4][8][kRows];    // [pair][4-byte step][row]: the row's nibble bytes 4k..4k+3 of pair p
 };
 static_assert(sizeof(PackedQ4KBlock) == kQ4KTileBlockBytes);
 
-}  // namespace
-
-void pack_q4_k_tile(const std::byte* rows, size_t row_stride, int64_t n, std::byte* packed) {
-  auto* out = reinterpret_cast<PackedQ4KBlock*>(packed);
-  for (int64_t i = 0; i < n / kQK_K; ++i) {
-    PackedQ4KBlock& p = out[i];
-    for (int r = 0; r < kRows; ++r) {
-      const auto& x = reinterpret_cast<const BlockQ4_K*>(rows + size_t(r) * row_stride)[i];
-      p.d[r] = fp16_to_f32(x.d);
-      p.dmin[r] = fp16_to_f32(x.dmin);
-      uint8_t sc[8], m[8];
-      for (int j = 0; j < 8; ++j) {
-        scale_min_k4(j, x.scales, &sc[j], &m[j]);
-        p.scales[j][r] = sc[j];
-      }
-      for (int q = 0; q < 4; ++q) p.min_pairs[q][r] = int32_t(uint32_t(m[2 * q]) | (uint32_t(m[2 * q + 1]) << 16));
-      for (int j = 0; j < 8; ++j) {
-        const uint8_t* q4 = x.qs + 32 * (j / 2);
-        for (int l = 0; l < 32; ++l)
-          p.q[j][l / 4][r][l % 4] = uint8_t(j % 2 == 0 ? (q4[l] & 0xF) : (q4[l] >> 4));
-      }
-    }
-  }
+// Q4_K's 12 packed bytes -> 8 scales (bytes 0..7) and 8 mins (bytes 8..15), as scale_min_k4.
+inline void unpack_scales_mins(const uint8_t* packed, uint8_t out[16]) {
+  constexpr uint32_t kLow6 = 0x3f3f3f3f, kLow4 = 0x0f0f0f0f, kLow2 = 0x03030303;
+  uint32_t u[4];
+  std::memcpy(u, packed, 12);
+  u[3] = ((u[2] >> 4) & kLow4) | (((u[1] >> 6) & kLow2) << 4);
+  const uint32_t mins_lo = u[1] & kLow6;
+  u[1] = (u[2] & kLow4) | (((u[0] >> 6) & kLow2) << 4);
+  u[2] = mins_lo;
+  u[0] &= kLow6;
+  std::memcpy(out, u, 16);
 }
 
-void gemm_q4_k_tile(const std::byte* packed, const void* act, size_t act_stride, int64_t n, float* out,
-                    size_t out_stride) {
+inline __m512i u8_lanes(const uint8_t* p) {
+  return _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+
+template <bool kGemmOrder>
+void gemm_tile(const std::byte* packed, const void* act, size_t act_stride, int64_t n, float* out,
+               size_t out_stride) {
   constexpr int NT = kQ4KTileTokens;
   const auto* blocks = reinterpret_cast<const PackedQ4KBlock*>(packed);
   const BlockQ8_K* y[NT];
   for (int t = 0; t < NT; ++t)
     y[t] = reinterpret_cast<const BlockQ8_K*>(static_cast<const std::byte*>(act) + size_t(t) * act_stride);
+  const __m512i low4 = _mm512_set1_epi8(0x0F);
   __m512 acc[NT], acc_min[NT];
   for (int t = 0; t < NT; ++t) acc[t] = acc_min[t] = _mm512_setzero_ps();
   for (int64_t i = 0; i < n / kQK_K; ++i) {
     const PackedQ4KBlock& p = blocks[i];
-    const __m512 xd = _mm512_loadu_ps(p.d), xdmin = _mm512_loadu_ps(p.dmin);
-    __m512 d[NT], dmin[NT];
-    for (int t = 0; t < NT; ++t) {
-      const __m512 yd = _mm512_set1_ps(y[t][i].d);
-      d[t] = _mm512_mul_ps(xd, yd);
-      dmin[t] = _mm512_mul_ps(xdmin, yd);
-    }
+    __m512i isum_all[NT], summs_all[NT];  // the GEMV order's one group: the whole super-block
+    for (int t = 0; t < NT; ++t) isum_all[t] = summs_all[t] = _mm512_setzero_si512();
     for (int pair = 0; pair < 4; ++pair) {
-      __m512i isum[NT];
-      for (int t = 0; t < NT; ++t) isum[t] = _mm512_setzero_si512();
-      for (int j = 2 * pair; j < 2 * pair + 2; ++j) {
-        __m512i sub[NT];
-        for (int t = 0; t < NT; ++t) sub[t] = _mm512_setzero_si512();
-        for (int k = 0; k < 8; ++k) {
-          const __m512i w = _mm512_loadu_si512(p.q[j][k]);
-          for (int t = 0; t < NT; ++t) {
-            int32_t a;
-            std::memcpy(&a, y[t][i].qs + 32 * j + 4 * k, 4);
-            sub[t] = _mm512_dpbusd_epi32(sub[t], w, _mm512_set1_epi32(a));
-          }
+      __m512i even[NT], odd[NT];
+      for (int t = 0; t < NT; ++t) even[t] = odd[t] = _mm512_setzero_si512();
+      for (int k = 0; k < 8; ++k) {
+        const __m512i v = _mm512_loadu_si512(p.q[pair][k]);
+        const __m512i lo = _mm512_and_si512(v, low4), hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), low4);
+        for (int t = 0; t < NT; ++t) {
+          const int8_t* q8 = y[t][i].qs + 64 * pair + 4 * k;
+          int32_t a_even, a_odd;
+          std::memcpy(&a_even, q8, 4);
+          std::memcpy(&a_odd, q8 + 32, 4);
+          even[t] = _mm512_dpbusd_epi32(even[t], lo, _mm512_set1_epi32(a_even));
+          odd[t] = _mm512_dpbusd_epi32(odd[t], hi, _mm512_set1_epi32(a_odd));
         }
-        const __m512i sc = _mm512_loadu_si512(p.scales[j]);
-        for (int t = 0; t < NT; ++t) isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(sub[t], sc));
       }
+      const __m512i sc_even = u8_lanes(p.scales[2 * pair]), sc_odd = u8_lanes(p.scales[2 * pair + 1]);
       // The pair's min term m[2p] * (activation sum of sub-block 2p) + m[2p+1] * (... 2p+1): one
-      // vpmaddwd of the rows' int16 min pairs with the token's two sums (each within +-4096).
-      const __m512i mins = _mm512_loadu_si512(p.min_pairs[pair]);
+      // vpmaddwd of the rows' two mins (int16 halves) with the token's two sums (each within +-4096).
+      const __m512i mins =
+          _mm512_or_si512(u8_lanes(p.mins[2 * pair]), _mm512_slli_epi32(u8_lanes(p.mins[2 * pair + 1]), 16));
       for (int t = 0; t < NT; ++t) {
         const int16_t* bs = y[t][i].bsums + 4 * pair;
         const uint32_t s_even = uint16_t(int16_t(bs[0] + bs[1])), s_odd = uint16_t(int16_t(bs[2] + bs[3]));
         const __m512i summs = _mm512_madd_epi16(mins, _mm512_set1_epi32(int32_t(s_even | (s_odd << 16))));
-        acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[t]), d[t], acc[t]);
-        acc_min[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(summs), dmin[t], acc_min[t]);
+        const __m512i isum = _mm512_add_epi32(_mm512_mullo_epi32(even[t], sc_even), _mm512_mullo_epi32(odd[t], sc_odd));
+        if constexpr (kGemmOrder) {
+          const __m512 yd = _mm512_set1_ps(y[t][i].d);
+          acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(_mm512_loadu_ps(p.d), yd), acc[t]);
+          acc_min[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(summs), _mm512_mul_ps(_mm512_loadu_ps(p.dmin), yd), acc_min[t]);
+        } else {
+          isum_all[t] = _mm512_add_epi32(isum_all[t], isum);
+          summs_all[t] = _mm512_add_epi32(summs_all[t], summs);
+        }
+      }
+    }
+    if constexpr (!kGemmOrder) {
+      for (int t = 0; t < NT; ++t) {
+        const __m512 yd = _mm512_set1_ps(y[t][i].d);
+        acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum_all[t]), _mm512_mul_ps(_mm512_loadu_ps(p.d), yd), acc[t]);
+        acc_min[t] =
+            _mm512_fmadd_ps(_mm512_cvtepi32_ps(summs_all[t]), _mm512_mul_ps(_mm512_loadu_ps(p.dmin), yd), acc_min[t]);
       }
     }
   }
   for (int t = 0; t < NT; ++t) _mm512_storeu_ps(out + size_t(t) * out_stride, _mm512_sub_ps(acc[t], acc_min[t]));
+}
+
+}  // namespace
+
+void pack_q4_k_tile(const std::byte* rows, size_t row_stride, int64_t n, std::byte* packed) {
+  auto* out = reinterpret_cast<PackedQ4KBlock*>(packed);
+  // Byte offsets of the 16 rows (a tile's rows are at most 16 row strides apart: int32 is enough
+  // for any row the GGUF reader accepts).
+  const __m512i row_offsets = _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+                                                 _mm512_set1_epi32(int32_t(row_stride)));
+  for (int64_t i = 0; i < n / kQK_K; ++i) {
+    PackedQ4KBlock& p = out[i];
+    const std::byte* column = rows + size_t(i) * sizeof(BlockQ4_K);
+    // d and dmin are the block's first 4 bytes: one gather, then each half widened exactly.
+    const __m512i dd = _mm512_i32gather_epi32(row_offsets, column, 1);
+    _mm512_storeu_ps(p.d, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dd)));
+    _mm512_storeu_ps(p.dmin, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dd, 16))));
+    for (int r = 0; r < kRows; ++r) {
+      const auto& x = *reinterpret_cast<const BlockQ4_K*>(column + size_t(r) * row_stride);
+      uint8_t sm[16];
+      unpack_scales_mins(x.scales, sm);
+      for (int j = 0; j < 8; ++j) {
+        p.scales[j][r] = sm[j];
+        p.mins[j][r] = sm[8 + j];
+      }
+    }
+    const std::byte* qs = column + offsetof(BlockQ4_K, qs);
+    for (int pair = 0; pair < 4; ++pair)
+      for (int k = 0; k < 8; ++k)
+        _mm512_storeu_si512(p.q[pair][k], _mm512_i32gather_epi32(row_offsets, qs + 32 * pair + 4 * k, 1));
+  }
+}
+
+void gemm_q4_k_tile(const std::byte* packed, const void* act, size_t act_stride, int64_t n, float* out,
+                    size_t out_stride) {
+  gemm_tile<true>(packed, act, act_stride, n, out, out_stride);
+}
+
+void gemv_order_q4_k_tile(const std::byte* packed, const void* act, size_t act_stride, int64_t n, float* out,
+                          size_t out_stride) {
+  gemm_tile<false>(packed, act, act_stride, n, out, out_stride);
 }
 
 }  // namespace sluice::kernels::cpu::avx512
