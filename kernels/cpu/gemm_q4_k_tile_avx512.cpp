@@ -25,32 +25,27 @@ namespace sluice::kernels::cpu::avx512 {
 namespace {
 
 constexpr int kRows = 16;
+constexpr int64_t kPrefetchBlocks = 4;
 
 // One super-block column of a 16-row tile, lane r = row r.
 struct PackedQ4KBlock {
   float d[kRows];             // the row's super-block scale
   float dmin[kRows];          // and min scale
-  uint8_t scales[8][kRows];   // sub-block scales
-  uint8_t mins[8][kRows];     // sub-block mins
+  uint32_t sm[4][kRows];      // scales 0-3, 4-7, mins 0-3, 4-7 (a byte each), as unpack_scales_mins
   uint32_t q[4][8][kRows];    // [pair][4-byte step][row]: the row's nibble bytes 4k..4k+3 of pair p
 };
 static_assert(sizeof(PackedQ4KBlock) == kQ4KTileBlockBytes);
 
-// Q4_K's 12 packed bytes -> 8 scales (bytes 0..7) and 8 mins (bytes 8..15), as scale_min_k4.
-inline void unpack_scales_mins(const uint8_t* packed, uint8_t out[16]) {
-  constexpr uint32_t kLow6 = 0x3f3f3f3f, kLow4 = 0x0f0f0f0f, kLow2 = 0x03030303;
-  uint32_t u[4];
-  std::memcpy(u, packed, 12);
-  u[3] = ((u[2] >> 4) & kLow4) | (((u[1] >> 6) & kLow2) << 4);
-  const uint32_t mins_lo = u[1] & kLow6;
-  u[1] = (u[2] & kLow4) | (((u[0] >> 6) & kLow2) << 4);
-  u[2] = mins_lo;
-  u[0] &= kLow6;
-  std::memcpy(out, u, 16);
-}
-
-inline __m512i u8_lanes(const uint8_t* p) {
-  return _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+// Q4_K's 12 packed scale bytes of 16 rows (three dwords per lane) -> per lane the 8 scales
+// (sm[0], sm[1]) and 8 mins (sm[2], sm[3]), a byte each: scale_min_k4's bits, four at a time.
+inline void unpack_scales_mins(__m512i u0, __m512i u1, __m512i u2, __m512i sm[4]) {
+  const __m512i low6 = _mm512_set1_epi32(0x3f3f3f3f), low4 = _mm512_set1_epi32(0x0f0f0f0f),
+                low2 = _mm512_set1_epi32(0x03030303);
+  auto high2 = [&](__m512i u) { return _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(u, 6), low2), 4); };
+  sm[0] = _mm512_and_si512(u0, low6);
+  sm[1] = _mm512_or_si512(_mm512_and_si512(u2, low4), high2(u0));
+  sm[2] = _mm512_and_si512(u1, low6);
+  sm[3] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(u2, 4), low4), high2(u1));
 }
 
 template <bool kGemmOrder>
@@ -83,11 +78,15 @@ void gemm_tile(const std::byte* packed, const void* act, size_t act_stride, int6
           odd[t] = _mm512_dpbusd_epi32(odd[t], hi, _mm512_set1_epi32(a_odd));
         }
       }
-      const __m512i sc_even = u8_lanes(p.scales[2 * pair]), sc_odd = u8_lanes(p.scales[2 * pair + 1]);
+      // Sub-blocks 2p and 2p+1 are bytes 2(p % 2) and 2(p % 2) + 1 of their scale and min words.
+      const __m512i low8 = _mm512_set1_epi32(0xFF);
+      const __m512i sc = _mm512_srli_epi32(_mm512_loadu_si512(p.sm[pair / 2]), 16 * (pair % 2));
+      const __m512i sc_even = _mm512_and_si512(sc, low8), sc_odd = _mm512_and_si512(_mm512_srli_epi32(sc, 8), low8);
       // The pair's min term m[2p] * (activation sum of sub-block 2p) + m[2p+1] * (... 2p+1): one
       // vpmaddwd of the rows' two mins (int16 halves) with the token's two sums (each within +-4096).
-      const __m512i mins =
-          _mm512_or_si512(u8_lanes(p.mins[2 * pair]), _mm512_slli_epi32(u8_lanes(p.mins[2 * pair + 1]), 16));
+      const __m512i m = _mm512_srli_epi32(_mm512_loadu_si512(p.sm[2 + pair / 2]), 16 * (pair % 2));
+      const __m512i mins = _mm512_or_si512(_mm512_and_si512(m, low8),
+                                           _mm512_slli_epi32(_mm512_and_si512(m, _mm512_set1_epi32(0xFF00)), 8));
       for (int t = 0; t < NT; ++t) {
         const int16_t* bs = y[t][i].bsums + 4 * pair;
         const uint32_t s_even = uint16_t(int16_t(bs[0] + bs[1])), s_odd = uint16_t(int16_t(bs[2] + bs[3]));
@@ -126,19 +125,22 @@ void pack_q4_k_tile(const std::byte* rows, size_t row_stride, int64_t n, std::by
   for (int64_t i = 0; i < n / kQK_K; ++i) {
     PackedQ4KBlock& p = out[i];
     const std::byte* column = rows + size_t(i) * sizeof(BlockQ4_K);
+    // The pack is the batch's first touch of these weights: ask for a column a few blocks ahead
+    // (16 separate row streams are more than the hardware prefetcher follows).
+    if (i + kPrefetchBlocks < n / kQK_K)
+      for (int r = 0; r < kRows; ++r)
+        for (size_t b = 0; b < sizeof(BlockQ4_K); b += 64)
+          _mm_prefetch(reinterpret_cast<const char*>(column + size_t(r) * row_stride + kPrefetchBlocks * sizeof(BlockQ4_K) + b),
+                       _MM_HINT_T0);
     // d and dmin are the block's first 4 bytes: one gather, then each half widened exactly.
     const __m512i dd = _mm512_i32gather_epi32(row_offsets, column, 1);
     _mm512_storeu_ps(p.d, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dd)));
     _mm512_storeu_ps(p.dmin, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dd, 16))));
-    for (int r = 0; r < kRows; ++r) {
-      const auto& x = *reinterpret_cast<const BlockQ4_K*>(column + size_t(r) * row_stride);
-      uint8_t sm[16];
-      unpack_scales_mins(x.scales, sm);
-      for (int j = 0; j < 8; ++j) {
-        p.scales[j][r] = sm[j];
-        p.mins[j][r] = sm[8 + j];
-      }
-    }
+    const std::byte* scales = column + offsetof(BlockQ4_K, scales);
+    __m512i sm[4];
+    unpack_scales_mins(_mm512_i32gather_epi32(row_offsets, scales, 1), _mm512_i32gather_epi32(row_offsets, scales + 4, 1),
+                       _mm512_i32gather_epi32(row_offsets, scales + 8, 1), sm);
+    for (int w = 0; w < 4; ++w) _mm512_storeu_si512(p.sm[w], sm[w]);
     const std::byte* qs = column + offsetof(BlockQ4_K, qs);
     for (int pair = 0; pair < 4; ++pair)
       for (int k = 0; k < 8; ++k)
