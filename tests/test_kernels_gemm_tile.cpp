@@ -80,19 +80,23 @@ TEST_CASE("tiled GEMM kernels equal the scalar repacked orders on every row and 
       if (!o.tile.gemm) continue;
       std::vector<std::byte> packed(size_t(n_cols / 256) * o.tile.block_bytes);
       o.tile.pack(w.data(), row_bytes, n_cols, packed.data());
-      // Outputs strided as in a matmul with more rows than the tile.
+      // Outputs strided as in a matmul with more rows than the tile; 1 to kGemmTileTokens tokens.
       constexpr size_t out_stride = kGemmTileRows + 8;
-      std::vector<float> out(out_stride * n_tokens, -1.0f);
-      o.tile.gemm(packed.data(), act.data(), act_row, n_cols, out.data(), out_stride);
-      for (int64_t t = 0; t < n_tokens; ++t)
-        for (int r = 0; r < kGemmTileRows; ++r) {
-          const float want = o.reference(w.data() + size_t(r) * row_bytes, act.data() + size_t(t) * act_row, n_cols);
-          const float got = out[size_t(t) * out_stride + size_t(r)];
-          INFO(std::string(level->isa) << " " << std::string(o.order) << " order, token " << t << " row " << r << ": " << got << " vs " << want);
-          REQUIRE(std::memcmp(&got, &want, sizeof got) == 0);
-        }
-      for (int64_t t = 0; t < n_tokens; ++t)  // the gaps between a token's rows stay untouched
-        CHECK(out[size_t(t) * out_stride + kGemmTileRows] == -1.0f);
+      for (int count = 1; count <= n_tokens; ++count) {
+        std::vector<float> out(out_stride * n_tokens, -1.0f);
+        o.tile.gemm(packed.data(), act.data(), act_row, n_cols, count, out.data(), out_stride);
+        for (int64_t t = 0; t < count; ++t)
+          for (int r = 0; r < kGemmTileRows; ++r) {
+            const float want = o.reference(w.data() + size_t(r) * row_bytes, act.data() + size_t(t) * act_row, n_cols);
+            const float got = out[size_t(t) * out_stride + size_t(r)];
+            INFO(std::string(level->isa) << " " << std::string(o.order) << " order, " << count << " tokens, token "
+                                         << t << " row " << r << ": " << got << " vs " << want);
+            REQUIRE(std::memcmp(&got, &want, sizeof got) == 0);
+          }
+        // The gaps between a token's rows, and the tokens not asked for, stay untouched.
+        for (int64_t t = 0; t < n_tokens; ++t) CHECK(out[size_t(t) * out_stride + kGemmTileRows] == -1.0f);
+        for (int64_t t = count; t < n_tokens; ++t) CHECK(out[size_t(t) * out_stride] == -1.0f);
+      }
       ++checked;
     }
   }

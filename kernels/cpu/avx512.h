@@ -39,15 +39,15 @@ SLUICE_AVX512_MULTI_DECL(iq4_xs)
 SLUICE_AVX512_MULTI_DECL(tq2_0)
 #undef SLUICE_AVX512_MULTI_DECL
 
-// Q4_K's repacked GEMM and GEMV orders as 16-row tiled GEMMs over 4 tokens, one packing for both
+// Q4_K's repacked GEMM and GEMV orders as 16-row tiled GEMMs over 1 to 4 tokens, one packing for both
 // (gemm_q4_k_tile_avx512.cpp; the TileGemm contract of dispatch.h).
 constexpr size_t kQ4KTileBlockBytes = 2432;
 constexpr int kQ4KTileTokens = 4;
 void pack_q4_k_tile(const std::byte* rows, size_t row_stride, int64_t n, std::byte* packed);
-void gemm_q4_k_tile(const std::byte* packed, const void* act, size_t act_stride, int64_t n, float* out,
+void gemm_q4_k_tile(const std::byte* packed, const void* act, size_t act_stride, int64_t n, int n_tokens, float* out,
                     size_t out_stride);
-void gemv_order_q4_k_tile(const std::byte* packed, const void* act, size_t act_stride, int64_t n, float* out,
-                          size_t out_stride);
+void gemv_order_q4_k_tile(const std::byte* packed, const void* act, size_t act_stride, int64_t n, int n_tokens,
+                          float* out, size_t out_stride);
 
 void vec_dot_q4_k_repack_x2(const void* w, const void* act, size_t stride, int64_t n, float* out);
 void vec_dot_q4_k_repack_x4(const void* w, const void* act, size_t stride, int64_t n, float* out);

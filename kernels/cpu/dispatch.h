@@ -35,15 +35,15 @@ using AddScaledF16Fn = void (*)(const std::byte* rows, size_t row_stride, int64_
                                 const float* const* weight, float* const* out, int n_out);
 // A tiled GEMM for the batches of a type: pack rewrites kGemmTileRows weight rows (rows, rows +
 // row_stride, ...; n values each) into the kernel's own layout at `packed` (TileGemm::block_bytes
-// per block of the weight type), once per batch; gemm then multiplies that tile with
-// kGemmTileTokens activation rows (act, act + act_stride, ...) and writes out[t * out_stride + r]
+// per block of the weight type), once per batch; gemm then multiplies that tile with n_tokens (1 to
+// kGemmTileTokens) activation rows (act, act + act_stride, ...) and writes out[t * out_stride + r]
 // for tile row r and token t. Each output is bit-identical to the table slot whose order it
 // implements (see KernelTable::gemm_tile).
 constexpr int kGemmTileRows = 16;
 constexpr int kGemmTileTokens = 4;
 using PackTileFn = void (*)(const std::byte* rows, size_t row_stride, int64_t n, std::byte* packed);
-using TileGemmFn = void (*)(const std::byte* packed, const void* act, size_t act_stride, int64_t n, float* out,
-                            size_t out_stride);
+using TileGemmFn = void (*)(const std::byte* packed, const void* act, size_t act_stride, int64_t n, int n_tokens,
+                            float* out, size_t out_stride);
 struct TileGemm {
   PackTileFn pack = nullptr;
   TileGemmFn gemm = nullptr;

@@ -48,10 +48,9 @@ inline void unpack_scales_mins(__m512i u0, __m512i u1, __m512i u2, __m512i sm[4]
   sm[3] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(u2, 4), low4), high2(u1));
 }
 
-template <bool kGemmOrder>
+template <bool kGemmOrder, int NT>
 void gemm_tile(const std::byte* packed, const void* act, size_t act_stride, int64_t n, float* out,
                size_t out_stride) {
-  constexpr int NT = kQ4KTileTokens;
   const auto* blocks = reinterpret_cast<const PackedQ4KBlock*>(packed);
   const BlockQ8_K* y[NT];
   for (int t = 0; t < NT; ++t)
@@ -148,14 +147,27 @@ void pack_q4_k_tile(const std::byte* rows, size_t row_stride, int64_t n, std::by
   }
 }
 
-void gemm_q4_k_tile(const std::byte* packed, const void* act, size_t act_stride, int64_t n, float* out,
+namespace {
+template <bool kGemmOrder>
+void gemm_tile_tokens(const std::byte* packed, const void* act, size_t act_stride, int64_t n, int n_tokens, float* out,
+                      size_t out_stride) {
+  switch (n_tokens) {
+    case 1: return gemm_tile<kGemmOrder, 1>(packed, act, act_stride, n, out, out_stride);
+    case 2: return gemm_tile<kGemmOrder, 2>(packed, act, act_stride, n, out, out_stride);
+    case 3: return gemm_tile<kGemmOrder, 3>(packed, act, act_stride, n, out, out_stride);
+    default: return gemm_tile<kGemmOrder, 4>(packed, act, act_stride, n, out, out_stride);
+  }
+}
+}  // namespace
+
+void gemm_q4_k_tile(const std::byte* packed, const void* act, size_t act_stride, int64_t n, int n_tokens, float* out,
                     size_t out_stride) {
-  gemm_tile<true>(packed, act, act_stride, n, out, out_stride);
+  gemm_tile_tokens<true>(packed, act, act_stride, n, n_tokens, out, out_stride);
 }
 
-void gemv_order_q4_k_tile(const std::byte* packed, const void* act, size_t act_stride, int64_t n, float* out,
-                          size_t out_stride) {
-  gemm_tile<false>(packed, act, act_stride, n, out, out_stride);
+void gemv_order_q4_k_tile(const std::byte* packed, const void* act, size_t act_stride, int64_t n, int n_tokens,
+                          float* out, size_t out_stride) {
+  gemm_tile_tokens<false>(packed, act, act_stride, n, n_tokens, out, out_stride);
 }
 
 }  // namespace sluice::kernels::cpu::avx512

@@ -165,9 +165,9 @@ void matmul(const WeightMatrix& w, std::span<const float> x, int64_t n_tokens, s
   const cpu::TileGemm& gemv_tile = gemv.one == k.vec_dot_repack[ti] ? k.repack_gemv_tile[ti] : no_tile;
   if (n_tokens > 8 && (gemm_tile.gemm || gemv_tile.gemm)) {
     // Each group of kGemmTileRows rows is packed once (into this thread's buffer, grown once) and
-    // then meets every token: whole groups of kGemmTileTokens tokens through the tile kernel of
-    // their order, the rest (and a last partial group of rows) through the row kernels. Which
-    // order computes an element, and so its value, does not change.
+    // then meets every token, kGemmTileTokens at a time, through the tile kernel of their order; a
+    // last partial group of rows, and an order without a tile, take the row kernels. Which order
+    // computes an element, and so its value, does not change.
     const int64_t tile_rows = cpu::kGemmTileRows, group = cpu::kGemmTileTokens;
     const cpu::TileGemm& any_tile = gemm_tile.gemm ? gemm_tile : gemv_tile;  // both pack alike
     const size_t packed_bytes = size_t(w.n_cols / ggml_traits(w.type).block_size) * any_tile.block_bytes;
@@ -180,12 +180,10 @@ void matmul(const WeightMatrix& w, std::span<const float> x, int64_t n_tokens, s
         if (whole_tile) any_tile.pack(w.data + size_t(r0) * w.row_stride, w.row_stride, w.n_cols, packed.data());
         for_each_order_segment(seq_runs, any_gemm, [&](int64_t s, int64_t e, bool is_gemm) {
           const cpu::TileGemm& tile = is_gemm ? gemm_tile : gemv_tile;
-          int64_t t = s;
-          if (whole_tile && tile.gemm)
-            for (; e - t >= group; t += group)
-              tile.gemm(packed.data(), scratch.data() + size_t(t) * act_row, act_row, w.n_cols,
-                        y.data() + size_t(t * w.n_rows + r0), size_t(w.n_rows));
-          row_dots(is_gemm ? gemm : gemv, r0, r1, t, e);
+          if (!whole_tile || !tile.gemm) return row_dots(is_gemm ? gemm : gemv, r0, r1, s, e);
+          for (int64_t t = s; t < e; t += group)
+            tile.gemm(packed.data(), scratch.data() + size_t(t) * act_row, act_row, w.n_cols,
+                      int(std::min(group, e - t)), y.data() + size_t(t * w.n_rows + r0), size_t(w.n_rows));
         });
       }
     });
