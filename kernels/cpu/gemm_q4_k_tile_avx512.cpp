@@ -48,6 +48,32 @@ inline void unpack_scales_mins(__m512i u0, __m512i u1, __m512i u2, __m512i sm[4]
   sm[3] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(u2, 4), low4), high2(u1));
 }
 
+// v[r] = row r's 16 dwords -> v[c] = dword c of rows 0..15 (unpacks within 128-bit lanes, then
+// 128-bit lanes across the four groups of four rows).
+inline void transpose16(__m512i v[16]) {
+  __m512i t[16];
+  for (int i = 0; i < 16; i += 2) {
+    t[i] = _mm512_unpacklo_epi32(v[i], v[i + 1]);
+    t[i + 1] = _mm512_unpackhi_epi32(v[i], v[i + 1]);
+  }
+  // u[4g + j], lane L: dword 4L + j of rows 4g..4g+3.
+  __m512i u[16];
+  for (int g = 0; g < 16; g += 4) {
+    u[g] = _mm512_unpacklo_epi64(t[g], t[g + 2]);
+    u[g + 1] = _mm512_unpackhi_epi64(t[g], t[g + 2]);
+    u[g + 2] = _mm512_unpacklo_epi64(t[g + 1], t[g + 3]);
+    u[g + 3] = _mm512_unpackhi_epi64(t[g + 1], t[g + 3]);
+  }
+  for (int j = 0; j < 4; ++j) {
+    const __m512i a = _mm512_shuffle_i32x4(u[j], u[4 + j], 0x44), b = _mm512_shuffle_i32x4(u[j], u[4 + j], 0xEE);
+    const __m512i c = _mm512_shuffle_i32x4(u[8 + j], u[12 + j], 0x44), d = _mm512_shuffle_i32x4(u[8 + j], u[12 + j], 0xEE);
+    v[j] = _mm512_shuffle_i32x4(a, c, 0x88);       // lane 0
+    v[4 + j] = _mm512_shuffle_i32x4(a, c, 0xDD);   // lane 1
+    v[8 + j] = _mm512_shuffle_i32x4(b, d, 0x88);   // lane 2
+    v[12 + j] = _mm512_shuffle_i32x4(b, d, 0xDD);  // lane 3
+  }
+}
+
 template <bool kGemmOrder, int NT>
 void gemm_tile(const std::byte* packed, const void* act, size_t act_stride, int64_t n, float* out,
                size_t out_stride) {
@@ -140,10 +166,14 @@ void pack_q4_k_tile(const std::byte* rows, size_t row_stride, int64_t n, std::by
     unpack_scales_mins(_mm512_i32gather_epi32(row_offsets, scales, 1), _mm512_i32gather_epi32(row_offsets, scales + 4, 1),
                        _mm512_i32gather_epi32(row_offsets, scales + 8, 1), sm);
     for (int w = 0; w < 4; ++w) _mm512_storeu_si512(p.sm[w], sm[w]);
+    // The nibble bytes: each half (two pairs, 16 dwords per row) is a 16 x 16 dword transpose.
     const std::byte* qs = column + offsetof(BlockQ4_K, qs);
-    for (int pair = 0; pair < 4; ++pair)
-      for (int k = 0; k < 8; ++k)
-        _mm512_storeu_si512(p.q[pair][k], _mm512_i32gather_epi32(row_offsets, qs + 32 * pair + 4 * k, 1));
+    for (int half = 0; half < 2; ++half) {
+      __m512i v[kRows];
+      for (int r = 0; r < kRows; ++r) v[r] = _mm512_loadu_si512(qs + size_t(r) * row_stride + 64 * half);
+      transpose16(v);
+      for (int c = 0; c < 16; ++c) _mm512_storeu_si512(p.q[2 * half + c / 8][c % 8], v[c]);
+    }
   }
 }
 
