@@ -1,4 +1,4 @@
-// The tiled GEMMs (KernelTable::repack_gemm_tile: rows packed once per batch, one lane per row)
+// The tiled GEMMs (KernelTable::repack_tile: rows packed once per batch, one lane per row)
 // give every row and token exactly the scalar table's result in the order they implement, alone
 // and inside matmul, where a batch mixes GEMM-order groups, GEMV-order tokens and a partial tile.
 #include <doctest/doctest.h>
@@ -66,25 +66,26 @@ TEST_CASE("tiled GEMM kernels equal the scalar repacked orders on every row and 
   const size_t act_row = sluice::ggml_row_bytes(GgmlType::Q8_K, uint64_t(n_cols));
   int checked = 0;
   for (const KernelTable* level : kernel_levels()) {
+    const TileGemm& tile = level->repack_tile[size_t(kType)];
     // Each tile against the scalar dot of the order it implements.
     const struct {
       const char* order;
-      const TileGemm& tile;
+      TileGemmFn gemm;
       VecDotFn reference;
-    } orders[] = {{"GEMM", level->repack_gemm_tile[size_t(kType)], scalar_kernels().vec_dot_repack_gemm[size_t(kType)]},
-                  {"GEMV", level->repack_gemv_tile[size_t(kType)], scalar_kernels().vec_dot_repack[size_t(kType)]}};
+    } orders[] = {{"GEMM", tile.gemm_order, scalar_kernels().vec_dot_repack_gemm[size_t(kType)]},
+                  {"GEMV", tile.gemv_order, scalar_kernels().vec_dot_repack[size_t(kType)]}};
     for (const auto& o : orders) {
       REQUIRE((o.reference != nullptr));
       // The AVX-512 level installs both; every batch of Q4_K rows then takes them.
-      if (std::string(level->isa) == "avx512_vnni") REQUIRE((o.tile.gemm != nullptr));
-      if (!o.tile.gemm) continue;
-      std::vector<std::byte> packed(size_t(n_cols / 256) * o.tile.block_bytes);
-      o.tile.pack(w.data(), row_bytes, n_cols, packed.data());
+      if (std::string(level->isa) == "avx512_vnni") REQUIRE((o.gemm != nullptr));
+      if (!o.gemm) continue;
+      std::vector<std::byte> packed(size_t(n_cols / 256) * tile.block_bytes);
+      tile.pack(w.data(), row_bytes, n_cols, packed.data());
       // Outputs strided as in a matmul with more rows than the tile; 1 to kGemmTileTokens tokens.
       constexpr size_t out_stride = kGemmTileRows + 8;
       for (int count = 1; count <= n_tokens; ++count) {
         std::vector<float> out(out_stride * n_tokens, -1.0f);
-        o.tile.gemm(packed.data(), act.data(), act_row, n_cols, count, out.data(), out_stride);
+        o.gemm(packed.data(), act.data(), act_row, n_cols, count, out.data(), out_stride);
         for (int64_t t = 0; t < count; ++t)
           for (int r = 0; r < kGemmTileRows; ++r) {
             const float want = o.reference(w.data() + size_t(r) * row_bytes, act.data() + size_t(t) * act_row, n_cols);

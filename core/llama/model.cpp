@@ -1,8 +1,8 @@
 #include "core/llama/model.h"
 
 #include <cstdlib>
-#include <thread>
 #include <cstring>
+#include <thread>
 
 #include "common/background_prefault.h"
 #include "common/error.h"

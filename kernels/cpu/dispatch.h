@@ -33,12 +33,12 @@ using VecDotMultiFn = void (*)(const void* w, const void* act, size_t act_stride
 // every output is the scalar loop's `o[i] += w * v[i]` run row after row.
 using AddScaledF16Fn = void (*)(const std::byte* rows, size_t row_stride, int64_t n_rows, int64_t n,
                                 const float* const* weight, float* const* out, int n_out);
-// A tiled GEMM for the batches of a type: pack rewrites kGemmTileRows weight rows (rows, rows +
-// row_stride, ...; n values each) into the kernel's own layout at `packed` (TileGemm::block_bytes
-// per block of the weight type), once per batch; gemm then multiplies that tile with n_tokens (1 to
-// kGemmTileTokens) activation rows (act, act + act_stride, ...) and writes out[t * out_stride + r]
-// for tile row r and token t. Each output is bit-identical to the table slot whose order it
-// implements (see KernelTable::gemm_tile).
+// Tiled GEMMs for the batches of a type: pack rewrites kGemmTileRows weight rows (rows, rows +
+// row_stride, ...; n values each) into the kernels' own layout at `packed` (TileGemm::block_bytes
+// per block of the weight type), once per batch; each TileGemmFn then multiplies that tile with
+// n_tokens (1 to kGemmTileTokens) activation rows (act, act + act_stride, ...) and writes
+// out[t * out_stride + r] for tile row r and token t. Each output is bit-identical to the table
+// slot whose order it implements (see KernelTable::repack_tile).
 constexpr int kGemmTileRows = 16;
 constexpr int kGemmTileTokens = 4;
 using PackTileFn = void (*)(const std::byte* rows, size_t row_stride, int64_t n, std::byte* packed);
@@ -46,8 +46,9 @@ using TileGemmFn = void (*)(const std::byte* packed, const void* act, size_t act
                             float* out, size_t out_stride);
 struct TileGemm {
   PackTileFn pack = nullptr;
-  TileGemmFn gemm = nullptr;
   size_t block_bytes = 0;
+  TileGemmFn gemm_order = nullptr;  // the repacked 4-row GEMM's order (vec_dot_repack_gemm)
+  TileGemmFn gemv_order = nullptr;  // the repacked GEMV's order (vec_dot_repack)
 };
 
 constexpr size_t kTypeSlots = 40;  // ggml type ids 0..39
@@ -68,11 +69,9 @@ struct KernelTable {
   VecDotMultiFn vec_dot_multi[kTypeSlots][3] = {};
   VecDotMultiFn vec_dot_repack_multi[kTypeSlots][3] = {};
   VecDotMultiFn vec_dot_repack_gemm_multi[kTypeSlots][3] = {};
-  // The repacked orders as tiled GEMMs, for batches: the 4-row GEMM's (vec_dot_repack_gemm) and
-  // the GEMV's (vec_dot_repack); empty where there is none (matmul then takes the multi-row
-  // kernels).
-  TileGemm repack_gemm_tile[kTypeSlots] = {};
-  TileGemm repack_gemv_tile[kTypeSlots] = {};
+  // The repacked orders as tiled GEMMs over one packing, for batches; empty where there is none
+  // (matmul then takes the multi-row kernels).
+  TileGemm repack_tile[kTypeSlots] = {};
   AddScaledF16Fn add_scaled_f16 = nullptr;
 };
 

@@ -48,10 +48,8 @@ void add_avx512_kernels(KernelTable& t) {
   // reductions measured slower at 512 bits); batches of either order take the tiled GEMMs, which
   // need none.
   static_assert(kGemmTileRows == 16 && kGemmTileTokens == avx512::kQ4KTileTokens);
-  t.repack_gemm_tile[size_t(GgmlType::Q4_K)] = {avx512::pack_q4_k_tile, avx512::gemm_q4_k_tile,
-                                                avx512::kQ4KTileBlockBytes};
-  t.repack_gemv_tile[size_t(GgmlType::Q4_K)] = {avx512::pack_q4_k_tile, avx512::gemv_order_q4_k_tile,
-                                                avx512::kQ4KTileBlockBytes};
+  t.repack_tile[size_t(GgmlType::Q4_K)] = {avx512::pack_q4_k_tile, avx512::kQ4KTileBlockBytes,
+                                           avx512::gemm_q4_k_tile, avx512::gemv_order_q4_k_tile};
   t.vec_dot_repack[size_t(GgmlType::Q4_K)] = avx512::vec_dot_q4_k_repack;
   t.vec_dot_repack_multi[size_t(GgmlType::Q4_K)][0] = avx512::vec_dot_q4_k_repack_x2;
   t.vec_dot_repack_multi[size_t(GgmlType::Q4_K)][1] = avx512::vec_dot_q4_k_repack_x4;

@@ -160,29 +160,28 @@ void matmul(const WeightMatrix& w, std::span<const float> x, int64_t n_tokens, s
 
   // The repacked orders as tiled GEMMs, where the level has them: the GEMM order's for GEMM
   // segments, the GEMV order's for the rest (only when that order is the repacked GEMV's).
-  const cpu::TileGemm no_tile{};
-  const cpu::TileGemm& gemm_tile = any_gemm ? k.repack_gemm_tile[ti] : no_tile;
-  const cpu::TileGemm& gemv_tile = gemv.one == k.vec_dot_repack[ti] ? k.repack_gemv_tile[ti] : no_tile;
-  if (n_tokens > 8 && (gemm_tile.gemm || gemv_tile.gemm)) {
+  const cpu::TileGemm& tile = k.repack_tile[ti];
+  const cpu::TileGemmFn gemm_tile = any_gemm ? tile.gemm_order : nullptr;
+  const cpu::TileGemmFn gemv_tile = gemv.one == k.vec_dot_repack[ti] ? tile.gemv_order : nullptr;
+  if (n_tokens > 8 && (gemm_tile || gemv_tile)) {
     // Each group of kGemmTileRows rows is packed once (into this thread's buffer, grown once) and
     // then meets every token, kGemmTileTokens at a time, through the tile kernel of their order; a
     // last partial group of rows, and an order without a tile, take the row kernels. Which order
     // computes an element, and so its value, does not change.
     const int64_t tile_rows = cpu::kGemmTileRows, group = cpu::kGemmTileTokens;
-    const cpu::TileGemm& any_tile = gemm_tile.gemm ? gemm_tile : gemv_tile;  // both pack alike
-    const size_t packed_bytes = size_t(w.n_cols / ggml_traits(w.type).block_size) * any_tile.block_bytes;
+    const size_t packed_bytes = size_t(w.n_cols / ggml_traits(w.type).block_size) * tile.block_bytes;
     pool.parallel_for((w.n_rows + tile_rows - 1) / tile_rows, 1, [&](int64_t g_begin, int64_t g_end) {
       thread_local std::vector<std::byte> packed;
       if (packed.size() < packed_bytes) packed.resize(packed_bytes);
       for (int64_t g = g_begin; g < g_end; ++g) {
         const int64_t r0 = g * tile_rows, r1 = std::min(w.n_rows, r0 + tile_rows);
         const bool whole_tile = r1 - r0 == tile_rows;
-        if (whole_tile) any_tile.pack(w.data + size_t(r0) * w.row_stride, w.row_stride, w.n_cols, packed.data());
+        if (whole_tile) tile.pack(w.data + size_t(r0) * w.row_stride, w.row_stride, w.n_cols, packed.data());
         for_each_order_segment(seq_runs, any_gemm, [&](int64_t s, int64_t e, bool is_gemm) {
-          const cpu::TileGemm& tile = is_gemm ? gemm_tile : gemv_tile;
-          if (!whole_tile || !tile.gemm) return row_dots(is_gemm ? gemm : gemv, r0, r1, s, e);
+          const cpu::TileGemmFn tile_gemm = is_gemm ? gemm_tile : gemv_tile;
+          if (!whole_tile || !tile_gemm) return row_dots(is_gemm ? gemm : gemv, r0, r1, s, e);
           for (int64_t t = s; t < e; t += group)
-            tile.gemm(packed.data(), scratch.data() + size_t(t) * act_row, act_row, w.n_cols,
+            tile_gemm(packed.data(), scratch.data() + size_t(t) * act_row, act_row, w.n_cols,
                       int(std::min(group, e - t)), y.data() + size_t(t * w.n_rows + r0), size_t(w.n_rows));
         });
       }
