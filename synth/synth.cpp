@@ -298,7 +298,7 @@ SynthPlan plan_synth(const SynthOptions& o) {
   if (!std::isfinite(o.skew) || o.skew < 0 || o.skew > 20)
     throw Error(ErrorCode::invalid_argument, "--skew " + std::to_string(o.skew) + ": must be in [0, 20]");
   if (o.out.empty()) throw Error(ErrorCode::invalid_argument, "-o/--output: an output path is required");
-  plan.preset = reduce(base, o.layers, o.experts);
+  plan.preset = reduce(base, o.layers, o.experts, o.expert_ff);
   plan.n_vocab = plan.preset.n_vocab;
   if (!o.vocab_path.empty()) {
     GgufStreamWriter probe;

@@ -35,6 +35,7 @@ struct SynthOptions {
   std::string preset;
   uint32_t layers = 4;
   uint32_t experts = 0;        // 0: the preset's count
+  uint32_t expert_ff = 0;      // 0: the preset's expert FF width
   std::string quant = "Q4_K_M";
   std::string vocab_path;      // empty: built-in vocabulary
   double skew = 1.0;

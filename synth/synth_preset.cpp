@@ -266,7 +266,7 @@ const Preset& find_preset(std::string_view name) {
               "--preset: unknown preset '" + std::string(name) + "' (known: " + preset_names() + ")");
 }
 
-Preset reduce(const Preset& src, uint32_t layers, uint32_t experts) {
+Preset reduce(const Preset& src, uint32_t layers, uint32_t experts, uint32_t expert_ff) {
   Preset p = src;
   if (layers < 1 || layers > src.n_layer)
     throw Error(ErrorCode::invalid_argument, "--layers " + std::to_string(layers) + ": " + src.name + " takes 1 to " +
@@ -284,6 +284,14 @@ Preset reduce(const Preset& src, uint32_t layers, uint32_t experts) {
       p.n_group_used = std::min(p.n_group_used, p.n_group);
       while (p.n_group_used < p.n_group && p.n_group_used * (experts / p.n_group) < p.n_expert_used) ++p.n_group_used;
     }
+  }
+  if (expert_ff != 0) {
+    if (expert_ff % 256 != 0 || expert_ff > src.n_ff_exp)
+      throw Error(ErrorCode::invalid_argument, "--expert-ff " + std::to_string(expert_ff) + ": " + src.name +
+                  " takes a multiple of 256 (the k-quant block) up to " + std::to_string(src.n_ff_exp));
+    // llama-arch MoE (Mixtral) has no separate expert width: its experts are the FFN.
+    if (p.n_ff == p.n_ff_exp && p.arch == Arch::llama) p.n_ff = expert_ff;
+    p.n_ff_exp = expert_ff;
   }
   return p;
 }

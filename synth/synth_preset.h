@@ -99,8 +99,10 @@ std::string preset_names();
 // dense lead blocks are kept as long as at least one MoE block remains (kimi-k2 --layers 4: 1
 // dense + 3 MoE; deepseek-v3 --layers 2: 1 dense + 1 MoE). n_expert_used and the expert groups
 // shrink with the expert count when they no longer fit. Throws Error(invalid_argument) on layers
-// or experts out of range.
-Preset reduce(const Preset& p, uint32_t layers, uint32_t experts);
+// or experts out of range. `expert_ff` (0: keep) narrows every expert, routed and shared, to that FF
+// width, a multiple of 256 (the k-quant block) no wider than the model's: K2's real hidden size with
+// small experts makes a file of a chosen size that keeps the model's depth and expert count.
+Preset reduce(const Preset& p, uint32_t layers, uint32_t experts, uint32_t expert_ff = 0);
 
 // Embedded chat templates (Jinja text as the publishers ship them).
 std::string_view kimi_k2_chat_template();

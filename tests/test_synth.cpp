@@ -143,7 +143,10 @@ TEST_CASE("synth tiny presets carry the reference models' keys, tensor shapes an
 
 TEST_CASE("synth presets declare the real models' per-layer shapes and quant mixes") {
   struct Expect { const char* name; GgmlType type; std::vector<int64_t> ne; };
-  struct Case { const char* preset; const char* quant; uint32_t layers; std::vector<Expect> expect; size_t n_tensors; };
+  struct Case {
+    const char* preset; const char* quant; uint32_t layers; std::vector<Expect> expect; size_t n_tensors;
+    uint32_t expert_ff = 0;
+  };
   const Case cases[] = {
       {"kimi-k2", "Q2_K", 4,
        {{"token_embd.weight", GgmlType::Q2_K, {7168, 163840}},
@@ -201,6 +204,19 @@ TEST_CASE("synth presets declare the real models' per-layer shapes and quant mix
         {"blk.2.ffn_down_exps.weight", GgmlType::Q6_K, {14336, 4096, 8}},
         {"token_embd.weight", GgmlType::Q4_K, {4096, 32000}}},
        3 + 3 * 10},
+      {"kimi-k2", "Q4_K_M", 3,  // --expert-ff 512: routed and shared experts narrow, the dense FFN and MLA do not
+       {{"blk.0.ffn_gate.weight", GgmlType::Q4_K, {7168, 18432}},
+        {"blk.1.attn_output.weight", GgmlType::Q4_K, {8192, 7168}},
+        {"blk.1.ffn_gate_exps.weight", GgmlType::Q4_K, {7168, 512, 384}},
+        {"blk.2.ffn_up_exps.weight", GgmlType::Q4_K, {7168, 512, 384}},
+        {"blk.2.ffn_down_exps.weight", GgmlType::Q6_K, {512, 7168, 384}},
+        {"blk.2.ffn_up_shexp.weight", GgmlType::Q4_K, {7168, 512}},
+        {"blk.2.ffn_down_shexp.weight", GgmlType::Q6_K, {512, 7168}}},
+       3 + 13 + 2 * 18, 512},
+      {"mixtral-8x7b", "Q4_K_M", 1,  // llama-arch experts are the FFN: feed_forward_length narrows too
+       {{"blk.0.ffn_gate_exps.weight", GgmlType::Q4_K, {4096, 1024, 8}},
+        {"blk.0.ffn_down_exps.weight", GgmlType::Q6_K, {1024, 4096, 8}}},
+       3 + 10, 1024},
       {"kimi-k3", "MXFP4_MOE", 5,  // blocks 0-2 KDA (0 dense), 3 MLA, 4 (last) MLA
        {{"token_embd.weight", GgmlType::Q8_0, {7168, 163840}},
         {"output.weight", GgmlType::Q8_0, {7168, 163840}},
@@ -230,8 +246,10 @@ TEST_CASE("synth presets declare the real models' per-layer shapes and quant mix
     o.preset = c.preset;
     o.quant = c.quant;
     o.layers = c.layers;
+    o.expert_ff = c.expert_ff;
     o.out = "unused.gguf";
     const synth::SynthPlan plan = synth::plan_synth(o);
+    if (c.expert_ff != 0) CHECK(plan.preset.n_ff_exp == c.expert_ff);
     GgufStreamWriter w;
     synth::declare_model(plan, o, w);
     std::map<std::string, const sluice::core::StreamTensor*> by_name;
@@ -367,6 +385,9 @@ TEST_CASE("sluice synth rejects bad flags with clear errors") {
       {"--preset kimi-k2 --experts 1 -o " + out.string(), "--experts 1"},
       {"--preset kimi-k2 --experts 385 -o " + out.string(), "takes 2 to 384 routed experts"},
       {"--preset kimi-k2 --skew -1 -o " + out.string(), "--skew"},
+      {"--preset kimi-k2 --expert-ff 300 -o " + out.string(), "--expert-ff 300: kimi-k2 takes a multiple of 256"},
+      {"--preset kimi-k2 --expert-ff 4096 -o " + out.string(), "up to 2048"},
+      {"--preset kimi-k2 --expert-ff 0 -o " + out.string(), "--expert-ff 0: must be at least 256"},
       {"--preset kimi-k2", "-o/--output"},
       {"-o " + out.string(), "--preset is required"},
       {"--preset tiny-qwen3moe --layers 1 --vocab /nonexistent.gguf -o " + out.string(), "/nonexistent.gguf"},

@@ -50,6 +50,8 @@ int cmd_synth(int argc, char** argv) {
       ("preset", "model to imitate: " + core::synth::preset_names(), cxxopts::value<std::string>())
       ("layers", "number of blocks (the real count or fewer); dense lead blocks are kept", cxxopts::value<int64_t>()->default_value("4"))
       ("experts", "routed experts per MoE block (default: the model's)", cxxopts::value<int64_t>())
+      ("expert-ff", "FF width of every expert, routed and shared: a multiple of 256 up to the model's (default: the "
+                    "model's); K2's hidden size with smaller experts", cxxopts::value<int64_t>())
       ("quant", "llama-quantize file type: " + core::synth::file_type_names() +
                     " (default Q4_K_M; MXFP4_MOE for kimi-k3, whose experts ship as MXFP4)", cxxopts::value<std::string>())
       ("vocab", "copy the tokenizer (tokenizer.* keys) from this GGUF instead of the built-in byte-level one", cxxopts::value<std::string>())
@@ -78,6 +80,11 @@ int cmd_synth(int argc, char** argv) {
     const int64_t e = args["experts"].as<int64_t>();
     if (e < 2 || e > 100000) throw Error(ErrorCode::invalid_argument, "--experts " + std::to_string(e) + ": must be at least 2");
     o.experts = static_cast<uint32_t>(e);
+  }
+  if (args.count("expert-ff")) {
+    const int64_t f = args["expert-ff"].as<int64_t>();
+    if (f < 256 || f > 1000000) throw Error(ErrorCode::invalid_argument, "--expert-ff " + std::to_string(f) + ": must be at least 256");
+    o.expert_ff = static_cast<uint32_t>(f);
   }
   o.quant = args.count("quant") ? args["quant"].as<std::string>() : core::synth::find_preset(o.preset).default_quant;
   if (args.count("vocab")) o.vocab_path = args["vocab"].as<std::string>();
