@@ -290,7 +290,7 @@ Preset reduce(const Preset& src, uint32_t layers, uint32_t experts, uint32_t exp
       throw Error(ErrorCode::invalid_argument, "--expert-ff " + std::to_string(expert_ff) + ": " + src.name +
                   " takes a multiple of 256 (the k-quant block) up to " + std::to_string(src.n_ff_exp));
     // llama-arch MoE (Mixtral) has no separate expert width: its experts are the FFN.
-    if (p.n_ff == p.n_ff_exp && p.arch == Arch::llama) p.n_ff = expert_ff;
+    if (p.arch == Arch::llama) p.n_ff = expert_ff;
     p.n_ff_exp = expert_ff;
   }
   return p;
