@@ -165,3 +165,14 @@ TEST_CASE("a block_count larger than the tensor directory is rejected before the
   const auto path = write_modified(src, "blocks", [](core::GgufWriter& w) { w.set_u32("deepseek2.block_count", 100000000); });
   check_error([&] { core::Model::load(path.string()); }, ErrorCode::invalid_file, "block_count 100000000 is more than the");
 }
+
+TEST_CASE("a kimi-k3 block_count larger than the tensor directory is rejected before any per-block table") {
+  // Found by fuzzing: 2^32-1 blocks grew the per-layer key tables and the expected-tensor list
+  // until the process ran out of memory.
+  SourceModel src(reference_dir() / "kimi-k3" / "kimi-k3-q8_0.gguf");
+  const auto path = write_modified(src, "k3_blocks", [](core::GgufWriter& w) { w.set_u32("kimi-k3.block_count", 4000000000u); });
+  auto r = run_sluice("run -m '" + path.string() + "' -p hi -n 1 --budget 1G");
+  CHECK(r.exit_code == 1);
+  CHECK_MESSAGE(r.err.find("block_count 4000000000 is more than the") != std::string::npos, r.err);
+  CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+}

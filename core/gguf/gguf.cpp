@@ -599,6 +599,13 @@ const GgufTensorInfo* GgufFile::find_tensor(std::string_view name) const {
   return it == tensor_index_.end() ? nullptr : &tensors_[it->second];
 }
 
+void GgufFile::check_block_count(uint64_t block_count) const {
+  if (block_count > tensors_.size())
+    throw Error(ErrorCode::invalid_file, "block_count " + std::to_string(block_count) + " is more than the " +
+                                             std::to_string(tensors_.size()) + " tensors of '" + path_ +
+                                             "' can describe");
+}
+
 const GgufTensorInfo& GgufFile::tensor(std::string_view name) const {
   const GgufTensorInfo* t = find_tensor(name);
   if (!t) throw Error(ErrorCode::invalid_file, "'" + path_ + "': missing tensor '" + std::string(name) + "'");

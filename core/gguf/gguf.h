@@ -145,6 +145,10 @@ class GgufFile {
   const GgufTensorInfo* find_tensor(std::string_view name) const;
   // Throws Error(invalid_file) "missing tensor 'x'".
   const GgufTensorInfo& tensor(std::string_view name) const;
+  // Every block has tensors of its own, so a block_count beyond the tensor count is a lie; the
+  // per-block tables and expected-tensor lists sized from it would grow with it (found by
+  // fuzzing, as a timeout and as an out-of-memory). Throws Error(invalid_file) naming both.
+  void check_block_count(uint64_t block_count) const;
 
  private:
   std::string path_;

@@ -72,6 +72,7 @@ KimiK3Config KimiK3Config::from_gguf(const GgufFile& f) {
   c.n_ctx_train = keys.req("context_length");
   c.n_embd = keys.req("embedding_length");
   c.n_layer = keys.req("block_count");
+  f.check_block_count(static_cast<uint64_t>(c.n_layer));
   c.n_head = keys.opt("attention.head_count", 0);
   require(c.n_head > 0, "key 'kimi-k3.attention.head_count' is missing or 0 in '" + f.path() + "'");
   c.n_head_kv = keys.per_layer("attention.head_count_kv", c.n_layer, c.n_head);
