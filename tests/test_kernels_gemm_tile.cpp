@@ -126,7 +126,7 @@ TEST_CASE("matmul through the tiled GEMM equals the scalar orders element by ele
   for (GgmlRepack kind : {GgmlRepack::mul_mat, GgmlRepack::mul_mat_id}) {
     w.repack = kind;
     std::vector<float> y(size_t(n * n_rows));
-    std::vector<std::byte> scratch(sluice::kernels::matmul_scratch_bytes(kType, n_cols, n));
+    std::vector<std::byte> scratch(sluice::kernels::matmul_scratch_bytes(kType, n_cols, n, pool.size()));
     sluice::kernels::matmul(w, x, n, y, scratch, pool, runs);
     for (int64_t t = 0; t < n; ++t) {
       s.quantize[size_t(GgmlType::Q8_K)](x.data() + t * n_cols, act.data(), n_cols);

@@ -44,7 +44,7 @@ QuantizedMatrix random_matrix(GgmlType type, int64_t n_rows, int64_t n_cols, uin
 std::vector<float> run_matmul(const WeightMatrix& w, const std::vector<float>& x, int64_t n_tokens,
                               ThreadPool& pool) {
   std::vector<float> y(size_t(w.n_rows * n_tokens));
-  std::vector<std::byte> scratch(sluice::kernels::matmul_scratch_bytes(w.type, w.n_cols, n_tokens));
+  std::vector<std::byte> scratch(sluice::kernels::matmul_scratch_bytes(w.type, w.n_cols, n_tokens, pool.size()));
   sluice::kernels::matmul(w, x, n_tokens, y, scratch, pool);
   return y;
 }

@@ -108,7 +108,7 @@ KimiK3Session::KimiK3Session(const KimiK3Model& model, ExpertSource& experts, ke
   size_t mm = 0;
   for (const GgufTensorInfo& t : model.gguf().tensors()) {
     if (t.n_dims < 2) continue;
-    mm = std::max(mm, kernels::matmul_scratch_bytes(t.type, t.ne[0], B));
+    mm = std::max(mm, kernels::matmul_scratch_bytes(t.type, t.ne[0], B, pool.size()));
     mm = std::max(mm, kernels::matmul_scratch_bytes(GgmlType::F32, t.ne[0], B));
   }
   size(mm_scratch_, static_cast<int64_t>(mm));

@@ -102,7 +102,7 @@ struct LlamaSession::Sizes {
     size_t mm = 0;
     auto need = [&](const Tensor& t) {
       if (t.ne[0] > 0 && (t.data || t.row_bytes)) {
-        mm = std::max(mm, kernels::matmul_scratch_bytes(t.type, t.ne[0], B));
+        mm = std::max(mm, kernels::matmul_scratch_bytes(t.type, t.ne[0], B, unsigned(std::max<int64_t>(1, n_threads))));
         if (t.type == GgmlType::F16) mm = std::max(mm, sz(t.ne[0] * B) * 4);
       }
     };
