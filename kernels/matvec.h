@@ -44,13 +44,16 @@ struct WeightMatrix {
 // order here.
 bool ggml_repacks(GgmlType type, int64_t n_rows);
 
-// Scratch bytes needed by matvec/matmul for this weight type, row length and token count (the
-// activations quantized to vec_dot_type). Scratch must be at least 4-byte aligned (Q8_K's f32
-// scale); size it once at load for the largest matrix and batch.
+// Scratch bytes needed by matvec/matmul for this weight type, row length and token count on a
+// pool of n_threads: the activations quantized to vec_dot_type and, for a batch that takes a
+// tiled GEMM (kernels/cpu/dispatch.h), one packed row tile per thread, so no matmul allocates and
+// the budget counts every byte. Scratch must be at least 4-byte aligned (Q8_K's f32 scale); size
+// it once at load for the largest matrix and batch.
 //
-// Errors: Error(invalid_argument) naming the size when x, y or scratch is too small, or when the
-// row length is not a multiple of the block size; Error(unsupported) for a type without kernels.
-size_t matmul_scratch_bytes(GgmlType weight_type, int64_t n_cols, int64_t n_tokens);
+// Errors: Error(invalid_argument) naming the size when x, y or scratch is too small (scratch
+// sized for fewer threads than the pool runs included), or when the row length is not a multiple
+// of the block size; Error(unsupported) for a type without kernels.
+size_t matmul_scratch_bytes(GgmlType weight_type, int64_t n_cols, int64_t n_tokens, unsigned n_threads);
 
 // y[n_rows] = W x[n_cols]
 void matvec(const WeightMatrix& w, std::span<const float> x, std::span<float> y, std::span<std::byte> scratch,

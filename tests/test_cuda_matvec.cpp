@@ -80,8 +80,8 @@ std::vector<float> reference(GgmlType type, const HostMatrix& m, const std::vect
 std::vector<float> cpu_matmul(GgmlType type, const HostMatrix& m, const std::vector<float>& x, int64_t n_tokens) {
   const sluice::kernels::WeightMatrix w{type, m.bytes.data(), m.n_cols, m.n_rows, m.row_stride};
   std::vector<float> y(size_t(n_tokens * m.n_rows));
-  std::vector<std::byte> scratch(sluice::kernels::matmul_scratch_bytes(type, m.n_cols, n_tokens));
   sluice::kernels::ThreadPool pool(2);
+  std::vector<std::byte> scratch(sluice::kernels::matmul_scratch_bytes(type, m.n_cols, n_tokens, pool.size()));
   sluice::kernels::matmul(w, x, n_tokens, y, scratch, pool);
   return y;
 }

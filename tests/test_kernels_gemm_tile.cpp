@@ -3,10 +3,12 @@
 // and inside matmul, where a batch mixes GEMM-order groups, GEMV-order tokens and a partial tile.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <vector>
 
+#include "common/error.h"
 #include "kernels/cpu/dispatch.h"
 #include "kernels/matvec.h"
 #include "kernels/quant.h"
@@ -126,7 +128,7 @@ TEST_CASE("matmul through the tiled GEMM equals the scalar orders element by ele
   for (GgmlRepack kind : {GgmlRepack::mul_mat, GgmlRepack::mul_mat_id}) {
     w.repack = kind;
     std::vector<float> y(size_t(n * n_rows));
-    std::vector<std::byte> scratch(sluice::kernels::matmul_scratch_bytes(kType, n_cols, n));
+    std::vector<std::byte> scratch(sluice::kernels::matmul_scratch_bytes(kType, n_cols, n, pool.size()));
     sluice::kernels::matmul(w, x, n, y, scratch, pool, runs);
     for (int64_t t = 0; t < n; ++t) {
       s.quantize[size_t(GgmlType::Q8_K)](x.data() + t * n_cols, act.data(), n_cols);
@@ -140,4 +142,41 @@ TEST_CASE("matmul through the tiled GEMM equals the scalar orders element by ele
       }
     }
   }
+}
+
+TEST_CASE("matmul's packed tiles live in the caller's scratch, one per pool thread, and a scratch sized for fewer threads is refused") {
+  // The budget counts matmul's scratch (core/llama/session.cpp, core/kimi_k3/kimi_k3_session.cpp);
+  // a tile allocated anywhere else would be memory --budget never saw.
+  constexpr int64_t n_cols = 512, n_rows = 40, n = 24;
+  const TileGemm& tile = best_kernels().repack_tile[size_t(kType)];
+  const size_t one = sluice::kernels::matmul_scratch_bytes(kType, n_cols, n, 1);
+  const size_t four = sluice::kernels::matmul_scratch_bytes(kType, n_cols, n, 4);
+  // A one-token call never takes a tile, so its scratch does not grow with the threads.
+  CHECK(sluice::kernels::matmul_scratch_bytes(kType, n_cols, 1, 4) == sluice::kernels::matmul_scratch_bytes(kType, n_cols, 1, 1));
+  if (tile.pack == nullptr) {
+    CHECK(four == one);  // this level has no tile (AVX2 and below): nothing per thread to count
+    return;
+  }
+  const size_t tile_bytes = size_t(n_cols / 256) * tile.block_bytes;
+  REQUIRE(four - one >= 3 * tile_bytes);
+  REQUIRE(four - one < 3 * (tile_bytes + 64));
+
+  auto bytes = weight_rows(n_rows, n_cols, 9);
+  const size_t row_bytes = sluice::ggml_row_bytes(kType, uint64_t(n_cols));
+  WeightMatrix w{kType, bytes.data(), n_cols, n_rows, row_bytes};
+  w.repack = GgmlRepack::mul_mat;
+  std::vector<float> x(size_t(n * n_cols), 0.25f), y(size_t(n * n_rows));
+  ThreadPool pool(4);
+  std::vector<std::byte> short_scratch(one);
+  try {
+    sluice::kernels::matmul(w, x, n, y, short_scratch, pool);
+    FAIL("a scratch sized for one thread was accepted by a pool of four");
+  } catch (const sluice::Error& e) {
+    CHECK_MESSAGE(std::string(e.what()).find("for 4 thread(s)") != std::string::npos, e.what());
+  }
+  // Sized for the pool, the tiles are written there: the bytes after the activations change.
+  std::vector<std::byte> scratch(four, std::byte{0});
+  sluice::kernels::matmul(w, x, n, y, scratch, pool);
+  const size_t tiles_from = four - 4 * tile_bytes;
+  CHECK(std::any_of(scratch.begin() + std::ptrdiff_t(tiles_from), scratch.end(), [](std::byte b) { return b != std::byte{0}; }));
 }

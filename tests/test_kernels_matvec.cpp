@@ -44,7 +44,7 @@ QuantizedMatrix random_matrix(GgmlType type, int64_t n_rows, int64_t n_cols, uin
 std::vector<float> run_matmul(const WeightMatrix& w, const std::vector<float>& x, int64_t n_tokens,
                               ThreadPool& pool) {
   std::vector<float> y(size_t(w.n_rows * n_tokens));
-  std::vector<std::byte> scratch(sluice::kernels::matmul_scratch_bytes(w.type, w.n_cols, n_tokens));
+  std::vector<std::byte> scratch(sluice::kernels::matmul_scratch_bytes(w.type, w.n_cols, n_tokens, pool.size()));
   sluice::kernels::matmul(w, x, n_tokens, y, scratch, pool);
   return y;
 }
@@ -209,7 +209,7 @@ TEST_CASE("matvec rejects a short scratch, a short output and a row length off t
   const auto m = random_matrix(GgmlType::Q4_K, 4, 256, 1);
   const auto x = random_row(256, 2);
   std::vector<float> y(4);
-  std::vector<std::byte> scratch(sluice::kernels::matmul_scratch_bytes(GgmlType::Q4_K, 256, 1));
+  std::vector<std::byte> scratch(sluice::kernels::matmul_scratch_bytes(GgmlType::Q4_K, 256, 1, pool.size()));
   auto expect = [&](auto&& call, const std::string& fragment) {
     try {
       call();

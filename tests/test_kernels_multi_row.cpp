@@ -40,7 +40,7 @@ std::vector<std::byte> quantized_rows(GgmlType type, int64_t n_rows, int64_t n_c
 std::vector<float> run_matmul(const WeightMatrix& w, const std::vector<float>& x, int64_t n, ThreadPool& pool,
                               std::span<const int64_t> runs = {}) {
   std::vector<float> y(size_t(n * w.n_rows));
-  std::vector<std::byte> scratch(sluice::kernels::matmul_scratch_bytes(w.type, w.n_cols, n));
+  std::vector<std::byte> scratch(sluice::kernels::matmul_scratch_bytes(w.type, w.n_cols, n, pool.size()));
   sluice::kernels::matmul(w, x, n, y, scratch, pool, runs);
   return y;
 }
@@ -133,7 +133,7 @@ TEST_CASE("matmul with sequence runs gives each sequence the results it gets alo
     else CHECK(differs_from_one_run == 0);
   }
   std::vector<float> y(size_t(n * n_rows));
-  std::vector<std::byte> scratch(sluice::kernels::matmul_scratch_bytes(GgmlType::Q4_K, n_cols, n));
+  std::vector<std::byte> scratch(sluice::kernels::matmul_scratch_bytes(GgmlType::Q4_K, n_cols, n, pool.size()));
   const std::vector<int64_t> bad = {0, 5, 3, 13};
   CHECK_THROWS_AS(sluice::kernels::matmul(w, x, n, y, scratch, pool, bad), sluice::Error);
   const std::vector<int64_t> short_runs = {0, 12};

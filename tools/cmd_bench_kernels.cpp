@@ -198,7 +198,7 @@ int cmd_bench_kernels(int argc, char** argv) {
     for (GgmlType type : types) {
       const BenchMatrix m = make_matrix(type, n_cols, target);
       std::vector<float> x(size_t(n_cols), 0.5f), y(size_t(m.w.n_rows));
-      std::vector<std::byte> scratch(kernels::matmul_scratch_bytes(type, n_cols, 1));
+      std::vector<std::byte> scratch(kernels::matmul_scratch_bytes(type, n_cols, 1, pool.size()));
       const CallTime t = time_per_call(seconds, [&] { kernels::matvec(m.w, x, y, scratch, pool); });
       const double gbps = double(m.bytes.size()) / t.wall / 1e9;
       const double gflops = 2.0 * double(m.w.n_rows) * double(n_cols) / t.wall / 1e9;
@@ -210,7 +210,7 @@ int cmd_bench_kernels(int argc, char** argv) {
       if (n_tokens > 1) {
         // CPU time of n matvecs over that of one n-token matmul: noise from other tenants cancels.
         std::vector<float> xs(size_t(n_cols * n_tokens), 0.5f), ys(size_t(m.w.n_rows * n_tokens));
-        std::vector<std::byte> batch_scratch(kernels::matmul_scratch_bytes(type, n_cols, n_tokens));
+        std::vector<std::byte> batch_scratch(kernels::matmul_scratch_bytes(type, n_cols, n_tokens, pool.size()));
         const CallTime tb =
             time_per_call(seconds, [&] { kernels::matmul(m.w, xs, n_tokens, ys, batch_scratch, pool); });
         std::printf(" %10.2f", tb.cpu > 0 ? double(n_tokens) * t.cpu / tb.cpu : 0.0);

@@ -74,7 +74,7 @@ double measure_cpu_matvec_rate(const GpuModelShape& model, kernels::ThreadPool& 
   if (!pick) return 0;
   const kernels::WeightMatrix w = pick->tensor->matrix();
   std::vector<float> x(static_cast<size_t>(w.n_cols), 0.5f), y(static_cast<size_t>(w.n_rows));
-  std::vector<std::byte> scratch(kernels::matmul_scratch_bytes(w.type, w.n_cols, 1) + 64);
+  std::vector<std::byte> scratch(kernels::matmul_scratch_bytes(w.type, w.n_cols, 1, pool.size()) + 64);
   double best = 1e30;
   for (int rep = 0; rep < 4; ++rep) {
     const auto t0 = std::chrono::steady_clock::now();

@@ -14,7 +14,7 @@ namespace {
 
 struct Sizes {
   size_t h = 0, logits = 0, top = 0, mark = 0, mm = 0;
-  static Sizes of(const KimiK3Model& model) {
+  static Sizes of(const KimiK3Model& model, unsigned n_threads) {
     const KimiK3Config& c = model.config();
     const auto R = static_cast<size_t>(KimiK3Predictor::kScratchRows);
     Sizes s;
@@ -25,7 +25,7 @@ struct Sizes {
     for (int64_t il = 0; il < c.n_layer; ++il) {
       const Tensor& g = model.layer(il).gate_inp;
       if (c.is_moe_layer(il) && g.ne[0] > 0)
-        s.mm = std::max(s.mm, kernels::matmul_scratch_bytes(g.type, g.ne[0], KimiK3Predictor::kScratchRows));
+        s.mm = std::max(s.mm, kernels::matmul_scratch_bytes(g.type, g.ne[0], KimiK3Predictor::kScratchRows, n_threads));
     }
     return s;
   }
@@ -35,9 +35,10 @@ struct Sizes {
 
 }  // namespace
 
-KimiK3Predictor::KimiK3Predictor(const KimiK3Model& model, int depth) : model_(model), depth_(depth) {
+KimiK3Predictor::KimiK3Predictor(const KimiK3Model& model, int depth, unsigned n_threads)
+    : model_(model), depth_(depth), n_threads_(n_threads) {
   if (depth < 1) throw Error(ErrorCode::invalid_argument, "prefetch depth " + std::to_string(depth) + " must be >= 1");
-  const Sizes s = Sizes::of(model);
+  const Sizes s = Sizes::of(model, n_threads);
   h_.assign(s.h, 0.0f);
   logits_.assign(s.logits, 0.0f);
   sel_.assign(s.logits, 0.0f);
@@ -48,8 +49,10 @@ KimiK3Predictor::KimiK3Predictor(const KimiK3Model& model, int depth) : model_(m
   mm_scratch_.assign(s.mm, std::byte{0});
 }
 
-uint64_t KimiK3Predictor::scratch_bytes_for(const KimiK3Model& model) { return Sizes::of(model).bytes(); }
-uint64_t KimiK3Predictor::scratch_bytes() const { return scratch_bytes_for(model_); }
+uint64_t KimiK3Predictor::scratch_bytes_for(const KimiK3Model& model, unsigned n_threads) {
+  return Sizes::of(model, n_threads).bytes();
+}
+uint64_t KimiK3Predictor::scratch_bytes() const { return scratch_bytes_for(model_, n_threads_); }
 
 void KimiK3Predictor::select(const KimiK3Layer& L, std::span<const float> rows, int64_t n, kernels::ThreadPool& pool) {
   const KimiK3Config& c = model_.config();

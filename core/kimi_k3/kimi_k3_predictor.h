@@ -37,16 +37,18 @@ class KimiK3Predictor {
   // Rows the scratch holds: a prediction's, or a read-ahead's (core/experts/read_ahead.h).
   static constexpr int64_t kScratchRows = kReadAheadRows > kMaxRows ? kReadAheadRows : kMaxRows;
 
-  // depth >= 1; Error(invalid_argument) otherwise.
-  KimiK3Predictor(const KimiK3Model& model, int depth);
+  // depth >= 1; Error(invalid_argument) otherwise. n_threads: the pool size predict() will be
+  // called with (its matmul scratch holds a packed tile per thread).
+  KimiK3Predictor(const KimiK3Model& model, int depth, unsigned n_threads);
   void predict(int64_t il, std::span<const float> u, int64_t n, ExpertSource& source, kernels::ThreadPool& pool);
   int depth() const { return depth_; }
   uint64_t scratch_bytes() const;
-  static uint64_t scratch_bytes_for(const KimiK3Model& model);
+  static uint64_t scratch_bytes_for(const KimiK3Model& model, unsigned n_threads);
 
  private:
   const KimiK3Model& model_;
   int depth_;
+  unsigned n_threads_;
   std::vector<float> h_, logits_, sel_;
   std::vector<int32_t> top_, ids_;
   std::vector<uint32_t> counts_;  // read_ahead: picks per expert

@@ -108,8 +108,8 @@ KimiK3Session::KimiK3Session(const KimiK3Model& model, ExpertSource& experts, ke
   size_t mm = 0;
   for (const GgufTensorInfo& t : model.gguf().tensors()) {
     if (t.n_dims < 2) continue;
-    mm = std::max(mm, kernels::matmul_scratch_bytes(t.type, t.ne[0], B));
-    mm = std::max(mm, kernels::matmul_scratch_bytes(GgmlType::F32, t.ne[0], B));
+    mm = std::max(mm, kernels::matmul_scratch_bytes(t.type, t.ne[0], B, pool.size()));
+    mm = std::max(mm, kernels::matmul_scratch_bytes(GgmlType::F32, t.ne[0], B, pool.size()));
   }
   size(mm_scratch_, static_cast<int64_t>(mm));
   if (!layers && !model.streamed().empty())
@@ -118,7 +118,7 @@ KimiK3Session::KimiK3Session(const KimiK3Model& model, ExpertSource& experts, ke
   if (options.prefetch_depth > 0 && c.n_expert > 0 && !model.streamed().empty())
     throw Error(ErrorCode::invalid_argument, "kimi-k3 prefetch needs every block's router in RAM; this model's layers "
                                              "stream (use prefetch depth 0)");
-  if (options.prefetch_depth > 0 && c.n_expert > 0) predictor_ = std::make_unique<KimiK3Predictor>(model, options.prefetch_depth);
+  if (options.prefetch_depth > 0 && c.n_expert > 0) predictor_ = std::make_unique<KimiK3Predictor>(model, options.prefetch_depth, pool.size());
   for (KimiK3State& st : states_) st.reset();
 }
 

@@ -77,11 +77,11 @@ uint64_t KimiK3Session::scratch_bytes_for(const KimiK3Model& model, const KimiK3
   size_t mm = 0;
   for (const GgufTensorInfo& t : model.gguf().tensors()) {
     if (t.n_dims < 2) continue;
-    mm = std::max(mm, kernels::matmul_scratch_bytes(t.type, t.ne[0], B));
-    mm = std::max(mm, kernels::matmul_scratch_bytes(GgmlType::F32, t.ne[0], B));
+    mm = std::max(mm, kernels::matmul_scratch_bytes(t.type, t.ne[0], B, threads));
+    mm = std::max(mm, kernels::matmul_scratch_bytes(GgmlType::F32, t.ne[0], B, threads));
   }
   bytes += static_cast<uint64_t>(std::max<size_t>(mm, 1));     // mm_scratch_
-  if (options.prefetch_depth > 0 && c.n_expert > 0) bytes += KimiK3Predictor::scratch_bytes_for(model);  // predictor_
+  if (options.prefetch_depth > 0 && c.n_expert > 0) bytes += KimiK3Predictor::scratch_bytes_for(model, threads);  // predictor_
   return floats * sizeof(float) + ints * sizeof(int32_t) + bytes;
 }
 

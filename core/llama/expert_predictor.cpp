@@ -22,7 +22,7 @@ struct ExpertPredictor::Sizes {
   size_t h = 0, logits = 0, weights = 0, router_scratch = 0, ids = 0, groups = 0, list = 0, counts = 0, seen = 0,
          mm = 64;
 
-  static Sizes of(const Model& model, const RouterParams& params) {
+  static Sizes of(const Model& model, const RouterParams& params, unsigned n_threads) {
     const ModelConfig& c = model.config();
     const int64_t R = std::max(kMaxRows, kAheadRows), E = c.n_embd, X = c.n_expert, K = c.n_expert_used;
     Sizes z;
@@ -35,17 +35,17 @@ struct ExpertPredictor::Sizes {
     for (int64_t il = 0; il < c.n_layer; ++il) {
       if (!c.is_moe_layer(il)) continue;
       const Tensor& g = model.layer(il).gate_inp;
-      z.mm = std::max(z.mm, kernels::matmul_scratch_bytes(g.type, g.ne[0], R));
+      z.mm = std::max(z.mm, kernels::matmul_scratch_bytes(g.type, g.ne[0], R, n_threads));
     }
     return z;
   }
   uint64_t bytes() const { return 4 * (h + logits + weights + router_scratch + ids + groups + list + counts) + seen + mm; }
 };
 
-ExpertPredictor::ExpertPredictor(const Model& model, int depth)
-    : model_(model), depth_(depth), params_(RouterParams::from_config(model.config())) {
+ExpertPredictor::ExpertPredictor(const Model& model, int depth, unsigned n_threads)
+    : model_(model), depth_(depth), n_threads_(n_threads), params_(RouterParams::from_config(model.config())) {
   if (depth < 1) throw Error(ErrorCode::invalid_argument, "prefetch depth " + std::to_string(depth) + " must be at least 1");
-  const Sizes z = Sizes::of(model, params_);
+  const Sizes z = Sizes::of(model, params_, n_threads_);
   h_.resize(z.h);
   logits_.resize(z.logits);
   weights_.resize(z.weights);
@@ -64,8 +64,8 @@ uint64_t ExpertPredictor::scratch_bytes() const {
          seen_.size() + mm_scratch_.size();
 }
 
-uint64_t ExpertPredictor::scratch_bytes_for(const Model& model) {
-  return Sizes::of(model, RouterParams::from_config(model.config())).bytes();
+uint64_t ExpertPredictor::scratch_bytes_for(const Model& model, unsigned n_threads) {
+  return Sizes::of(model, RouterParams::from_config(model.config()), n_threads).bytes();
 }
 
 void ExpertPredictor::predict(int64_t il, std::span<const float> x, int64_t n, ExpertSource& source,

@@ -44,7 +44,9 @@ class ExpertPredictor {
   static constexpr int64_t kAheadRows = kReadAheadRows;
 
   // depth >= 1: how many MoE layers ahead to predict. Error(invalid_argument) for depth < 1.
-  ExpertPredictor(const Model& model, int depth);
+  // n_threads: the pool size predict() will be called with (its matmul scratch holds a packed
+  // tile per thread).
+  ExpertPredictor(const Model& model, int depth, unsigned n_threads);
 
   // x: [n][n_embd] hidden state rows of block `il` (its ffn_inp), or the token embeddings for
   // il = -1. For n >= kMinAheadRows, a read-ahead of the next MoE layer (see above); nothing
@@ -52,12 +54,13 @@ class ExpertPredictor {
   void predict(int64_t il, std::span<const float> x, int64_t n, ExpertSource& source, kernels::ThreadPool& pool);
   uint64_t scratch_bytes() const;
   // The same without constructing one (budget planning; equal to scratch_bytes()).
-  static uint64_t scratch_bytes_for(const Model& model);
+  static uint64_t scratch_bytes_for(const Model& model, unsigned n_threads);
   int depth() const { return depth_; }
 
  private:
   const Model& model_;
   int depth_;
+  unsigned n_threads_;
   RouterParams params_;
   std::vector<float> h_, logits_, weights_, router_scratch_;
   std::vector<int32_t> ids_, groups_, list_;

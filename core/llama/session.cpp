@@ -46,6 +46,7 @@ struct LlamaSession::Sizes {
 
   static Sizes of(const Model& model, const SessionOptions& o, int64_t n_threads) {
     const ModelConfig& c = model.config();
+    const auto threads = static_cast<unsigned>(std::max<int64_t>(1, n_threads));
     Sizes z;
     if (o.n_batch <= 0)
       throw Error(ErrorCode::invalid_argument, "batch size " + std::to_string(o.n_batch) + " must be positive");
@@ -95,14 +96,14 @@ struct LlamaSession::Sizes {
       z.gather = sz(B * K);
       z.xe = z.de = z.sh_out = sz(B * E);
       z.ge = z.ue = sz(B * c.n_ff_exp);
-      if (o.prefetch_depth > 0) z.predictor = ExpertPredictor::scratch_bytes_for(model);
+      if (o.prefetch_depth > 0) z.predictor = ExpertPredictor::scratch_bytes_for(model, threads);
     }
     z.logits = sz(B * c.n_vocab);
 
     size_t mm = 0;
     auto need = [&](const Tensor& t) {
       if (t.ne[0] > 0 && (t.data || t.row_bytes)) {
-        mm = std::max(mm, kernels::matmul_scratch_bytes(t.type, t.ne[0], B));
+        mm = std::max(mm, kernels::matmul_scratch_bytes(t.type, t.ne[0], B, threads));
         if (t.type == GgmlType::F16) mm = std::max(mm, sz(t.ne[0] * B) * 4);
       }
     };
@@ -182,7 +183,7 @@ LlamaSession::LlamaSession(const Model& model, ExpertSource& experts, kernels::T
   n_slots_ = z.n_slots;
   slot_bytes_ = z.slot_bytes;
   slots_.resize(z.slots);
-  if (o.prefetch_depth > 0 && model.config().n_expert > 0) predictor_ = std::make_unique<ExpertPredictor>(model, o.prefetch_depth);
+  if (o.prefetch_depth > 0 && model.config().n_expert > 0) predictor_ = std::make_unique<ExpertPredictor>(model, o.prefetch_depth, pool.size());
   scratch_bytes_ = z.bytes();
 }
 

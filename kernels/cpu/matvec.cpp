@@ -21,7 +21,7 @@ constexpr int64_t kRowGrain = 16;
 constexpr size_t kRowTileBytes = 96 * 1024;
 
 void check_shapes(const WeightMatrix& w, size_t x_size, int64_t n_tokens, size_t y_size,
-                  const std::byte* scratch_data, size_t scratch_size) {
+                  const std::byte* scratch_data, size_t scratch_size, unsigned n_threads) {
   require_supported(w.type, "matvec weight");
   const auto& traits = ggml_traits(w.type);
   auto fail = [](const std::string& msg) { throw Error(ErrorCode::invalid_argument, msg); };
@@ -45,9 +45,10 @@ void check_shapes(const WeightMatrix& w, size_t x_size, int64_t n_tokens, size_t
     fail("matvec: y holds " + std::to_string(y_size) + " values, needs " +
          std::to_string(w.n_rows * n_tokens));
   if (reinterpret_cast<uintptr_t>(scratch_data) % 4 != 0) fail("matvec: scratch must be 4-byte aligned");
-  if (scratch_size < matmul_scratch_bytes(w.type, w.n_cols, n_tokens))
-    fail("matvec: scratch holds " + std::to_string(scratch_size) + " bytes, needs " +
-         std::to_string(matmul_scratch_bytes(w.type, w.n_cols, n_tokens)));
+  const size_t need = matmul_scratch_bytes(w.type, w.n_cols, n_tokens, n_threads);
+  if (scratch_size < need)
+    fail("matvec: scratch holds " + std::to_string(scratch_size) + " bytes, needs " + std::to_string(need) +
+         " for " + std::to_string(n_threads) + " thread(s)");
 }
 
 // One summation order's kernels: a row at a time, and 2 or 4 rows per call where they exist.
@@ -88,12 +89,28 @@ void for_each_order_segment(std::span<const int64_t> runs, bool any_gemm, F&& f)
   if (seg_end > seg_begin) f(seg_begin, seg_end, seg_gemm);
 }
 
+// A batch of more than this many tokens takes the type's tiled GEMM where the level has one (one
+// token measured slower through a tile: its packing is not shared).
+constexpr int64_t kTileMinTokens = 9;
+constexpr size_t kTileAlign = 64;
+
+size_t align_up(size_t n) { return (n + kTileAlign - 1) / kTileAlign * kTileAlign; }
+
+// One thread's packed tile for this weight type and batch, or 0 where the batch takes no tile.
+size_t tile_pack_bytes(GgmlType type, int64_t n_cols, int64_t n_tokens) {
+  const cpu::TileGemm& tile = cpu::best_kernels().repack_tile[size_t(type)];
+  if (n_tokens < kTileMinTokens || tile.pack == nullptr) return 0;
+  return align_up(size_t(n_cols / ggml_traits(type).block_size) * tile.block_bytes);
+}
+
 }  // namespace
 
 bool ggml_repacks(GgmlType type, int64_t n_rows) { return type == GgmlType::Q4_K && n_rows % 8 == 0; }
 
-size_t matmul_scratch_bytes(GgmlType weight_type, int64_t n_cols, int64_t n_tokens) {
-  return size_t(ggml_row_bytes(vec_dot_type(weight_type), uint64_t(n_cols))) * size_t(n_tokens);
+size_t matmul_scratch_bytes(GgmlType weight_type, int64_t n_cols, int64_t n_tokens, unsigned n_threads) {
+  const size_t act = size_t(ggml_row_bytes(vec_dot_type(weight_type), uint64_t(n_cols))) * size_t(n_tokens);
+  const size_t tile = tile_pack_bytes(weight_type, n_cols, n_tokens);
+  return tile ? align_up(act) + size_t(std::max(1u, n_threads)) * tile : act;
 }
 
 void matvec(const WeightMatrix& w, std::span<const float> x, std::span<float> y, std::span<std::byte> scratch,
@@ -103,7 +120,7 @@ void matvec(const WeightMatrix& w, std::span<const float> x, std::span<float> y,
 
 void matmul(const WeightMatrix& w, std::span<const float> x, int64_t n_tokens, std::span<float> y,
             std::span<std::byte> scratch, ThreadPool& pool, std::span<const int64_t> runs) {
-  check_shapes(w, x.size(), n_tokens, y.size(), scratch.data(), scratch.size());
+  check_shapes(w, x.size(), n_tokens, y.size(), scratch.data(), scratch.size(), pool.size());
   if (!runs.empty() && (runs.size() < 2 || runs.front() != 0 || runs.back() != n_tokens ||
                         !std::is_sorted(runs.begin(), runs.end())))
     throw Error(ErrorCode::invalid_argument, "matmul: runs must rise from 0 to the token count");
@@ -163,27 +180,32 @@ void matmul(const WeightMatrix& w, std::span<const float> x, int64_t n_tokens, s
   const cpu::TileGemm& tile = k.repack_tile[ti];
   const cpu::TileGemmFn gemm_tile = any_gemm ? tile.gemm_order : nullptr;
   const cpu::TileGemmFn gemv_tile = gemv.one == k.vec_dot_repack[ti] ? tile.gemv_order : nullptr;
-  if (n_tokens > 8 && (gemm_tile || gemv_tile)) {
-    // Each group of kGemmTileRows rows is packed once (into this thread's buffer, grown once) and
-    // then meets every token, kGemmTileTokens at a time, through the tile kernel of their order; a
-    // last partial group of rows, and an order without a tile, take the row kernels. Which order
-    // computes an element, and so its value, does not change.
+  const size_t packed_bytes = tile_pack_bytes(w.type, w.n_cols, n_tokens);
+  if (packed_bytes > 0 && (gemm_tile || gemv_tile)) {
+    // Each group of kGemmTileRows rows is packed once and then meets every token, kGemmTileTokens
+    // at a time, through the tile kernel of their order; a last partial group of rows, and an
+    // order without a tile, take the row kernels. Which order computes an element, and so its
+    // value, does not change. The groups are split into one contiguous share per pool thread, so
+    // share s packs into scratch tile s (after the activations) and no two chunks share one.
     const int64_t tile_rows = cpu::kGemmTileRows, group = cpu::kGemmTileTokens;
-    const size_t packed_bytes = size_t(w.n_cols / ggml_traits(w.type).block_size) * tile.block_bytes;
-    pool.parallel_for((w.n_rows + tile_rows - 1) / tile_rows, 1, [&](int64_t g_begin, int64_t g_end) {
-      thread_local std::vector<std::byte> packed;
-      if (packed.size() < packed_bytes) packed.resize(packed_bytes);
-      for (int64_t g = g_begin; g < g_end; ++g) {
-        const int64_t r0 = g * tile_rows, r1 = std::min(w.n_rows, r0 + tile_rows);
-        const bool whole_tile = r1 - r0 == tile_rows;
-        if (whole_tile) tile.pack(w.data + size_t(r0) * w.row_stride, w.row_stride, w.n_cols, packed.data());
-        for_each_order_segment(seq_runs, any_gemm, [&](int64_t s, int64_t e, bool is_gemm) {
-          const cpu::TileGemmFn tile_gemm = is_gemm ? gemm_tile : gemv_tile;
-          if (!whole_tile || !tile_gemm) return row_dots(is_gemm ? gemm : gemv, r0, r1, s, e);
-          for (int64_t t = s; t < e; t += group)
-            tile_gemm(packed.data(), scratch.data() + size_t(t) * act_row, act_row, w.n_cols,
-                      int(std::min(group, e - t)), y.data() + size_t(t * w.n_rows + r0), size_t(w.n_rows));
-        });
+    const int64_t n_groups = (w.n_rows + tile_rows - 1) / tile_rows;
+    const int64_t shares = std::min<int64_t>(std::max(1u, pool.size()), n_groups);
+    std::byte* const tiles = scratch.data() + align_up(act_row * size_t(n_tokens));
+    pool.parallel_for(shares, 1, [&](int64_t s_begin, int64_t s_end) {
+      for (int64_t share = s_begin; share < s_end; ++share) {
+        std::byte* const packed = tiles + size_t(share) * packed_bytes;
+        for (int64_t g = n_groups * share / shares; g < n_groups * (share + 1) / shares; ++g) {
+          const int64_t r0 = g * tile_rows, r1 = std::min(w.n_rows, r0 + tile_rows);
+          const bool whole_tile = r1 - r0 == tile_rows;
+          if (whole_tile) tile.pack(w.data + size_t(r0) * w.row_stride, w.row_stride, w.n_cols, packed);
+          for_each_order_segment(seq_runs, any_gemm, [&](int64_t s, int64_t e, bool is_gemm) {
+            const cpu::TileGemmFn tile_gemm = is_gemm ? gemm_tile : gemv_tile;
+            if (!whole_tile || !tile_gemm) return row_dots(is_gemm ? gemm : gemv, r0, r1, s, e);
+            for (int64_t t = s; t < e; t += group)
+              tile_gemm(packed, scratch.data() + size_t(t) * act_row, act_row, w.n_cols,
+                        int(std::min(group, e - t)), y.data() + size_t(t * w.n_rows + r0), size_t(w.n_rows));
+          });
+        }
       }
     });
     return;
