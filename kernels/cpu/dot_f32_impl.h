@@ -28,13 +28,32 @@ float dot_f32_tinyblas(const float* x, const float* y, int64_t n) {
   return ::sluice::kernels::detail::reduce_add_16(acc);
 }
 
+// Four tinyBLAS dots of one weight row, interleaved: each keeps its own accumulator and order
+// (so each result equals dot_f32_tinyblas's), but the four FMA chains run side by side instead of
+// one chain waiting on its own latency.
+void dot_f32_tinyblas_x4(const float* w, const float* const* x, int64_t n, float* out) {
+  float acc[4][16] = {};
+  for (int64_t l = 0; l < n; l += 16)
+    for (int t = 0; t < 4; ++t)
+      for (int r = 0; r < 16; ++r) acc[t][r] = std::fma(w[l + r], x[t][l + r], acc[t][r]);
+  for (int t = 0; t < 4; ++t) out[t] = ::sluice::kernels::detail::reduce_add_16(acc[t]);
+}
+
 void matmul_f32_ggml(const WeightMatrix& w, std::span<const float> x, int64_t n_tokens, std::span<float> y,
                      bool contiguous, ThreadPool& pool) {
   const bool tiny = contiguous && n_tokens >= 2 && w.n_cols % 16 == 0;
   pool.parallel_for(w.n_rows, 16, [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
       const float* wr = reinterpret_cast<const float*>(w.data + static_cast<size_t>(r) * w.row_stride);
-      for (int64_t t = 0; t < n_tokens; ++t) {
+      int64_t t = 0;
+      for (; tiny && t + 4 <= n_tokens; t += 4) {
+        const float* xt[4] = {x.data() + t * w.n_cols, x.data() + (t + 1) * w.n_cols, x.data() + (t + 2) * w.n_cols,
+                              x.data() + (t + 3) * w.n_cols};
+        float out[4];
+        dot_f32_tinyblas_x4(wr, xt, w.n_cols, out);
+        for (int k = 0; k < 4; ++k) y[static_cast<size_t>((t + k) * w.n_rows + r)] = out[k];
+      }
+      for (; t < n_tokens; ++t) {
         const float* xt = x.data() + t * w.n_cols;
         y[static_cast<size_t>(t * w.n_rows + r)] =
             tiny ? dot_f32_tinyblas(wr, xt, w.n_cols) : dot_f32_ggml_vec(wr, xt, w.n_cols);
