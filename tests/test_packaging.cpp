@@ -21,7 +21,8 @@ std::string shq(const fs::path& p) { return "'" + p.string() + "'"; }
 }  // namespace
 
 TEST_CASE("cmake --install lays out sluice, its man page and its bash completion, and they work") {
-  const fs::path root = test::temp_dir("install");
+  const test::ScopedTempDir install_dir("install");
+  const fs::path& root = install_dir.path();
   const auto r = test::run_command("cmake --install " + shq(build_dir()) + " --prefix " + shq(root));
   INFO(r.out << r.err);
   REQUIRE(r.exit_code == 0);
@@ -42,7 +43,8 @@ TEST_CASE("cmake --install lays out sluice, its man page and its bash completion
 }
 
 TEST_CASE("cpack -G DEB builds a package whose Depends cover every linked library and whose sluice runs") {
-  const fs::path out = test::temp_dir("deb");
+  const test::ScopedTempDir deb_dir("deb");
+  const fs::path& out = deb_dir.path();
   const auto r = test::run_command("cd " + shq(out) + " && cpack -G DEB --config " + shq(build_dir() / "CPackConfig.cmake"));
   INFO(r.out << r.err);
   REQUIRE(r.exit_code == 0);

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <string>
+#include <system_error>
 #include <vector>
 
 namespace sluice::test {
@@ -28,6 +29,22 @@ std::filesystem::path shared_dir();
 std::filesystem::path reference_dir();  // shared_dir() / "reference"
 // A fresh empty directory under the build's temp area, unique per call.
 std::filesystem::path temp_dir(const std::string& name);
+// temp_dir that is removed, with everything in it, when the scope ends (pass or fail): for tests
+// that write hundreds of MB (an install tree, a .deb), which would otherwise fill the disk over runs.
+class ScopedTempDir {
+ public:
+  explicit ScopedTempDir(const std::string& name) : path_(temp_dir(name)) {}
+  ~ScopedTempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  ScopedTempDir(const ScopedTempDir&) = delete;
+  ScopedTempDir& operator=(const ScopedTempDir&) = delete;
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  std::filesystem::path path_;
+};
 
 std::vector<uint8_t> read_file(const std::filesystem::path& path);
 std::string read_text(const std::filesystem::path& path);
