@@ -25,7 +25,8 @@ uint64_t weight_arena_bytes(uint64_t bytes) { return round_up(std::max<uint64_t>
 
 WeightArena allocate_weight_arena(uint64_t bytes, const std::string& what) {
   const uint64_t size = weight_arena_bytes(bytes);
-  void* mem = std::aligned_alloc(kDirectReadAlignment, size);
+  // At least one block: a load whose tensors are all mapped in place (io/file_mapping.h) has none.
+  void* mem = std::aligned_alloc(kDirectReadAlignment, std::max(size, kDirectReadAlignment));
   if (!mem) throw Error(ErrorCode::budget, "cannot allocate " + human_bytes(bytes) + " for " + what);
   advise_huge_pages(mem, size);
   return WeightArena(static_cast<std::byte*>(mem));

@@ -14,6 +14,7 @@
 #include "core/experts/expert_partition.h"
 #include "core/architectures.h"
 #include "core/gguf/model_summary.h"
+#include "io/file_mapping.h"
 
 namespace sluice::core {
 
@@ -235,6 +236,10 @@ Engine::Engine(const EngineOptions& options) : options_(options) {
   const bool stream_layers = p.budget.stream_layers;
   if (stream_layers) layer_reader_ = io::open_reader(options.model_path, options.io).reader;
   p.lean.reset();
+  if (options.map_file && !p.stream) {
+    p.load.mapping = std::make_shared<const io::FileMapping>(plain.parts());
+    weights_mapped_ = true;
+  }
   model_ = stream_layers ? arch_->load(plain, p.lean_load, nullptr) : arch_->load(plain, p.load, std::move(p.planned));
   if (p.stream) {
     auto source = std::make_unique<CachedExpertSource>(model_->gguf(), model_->expert_geometry(), std::move(*p.expert_layout));

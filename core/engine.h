@@ -72,6 +72,9 @@ struct EngineOptions {
   uint64_t budget_bytes = 0;
   double cache_experts = 0;  // fraction of routed expert bytes; 0 = not used
   bool in_core = false;
+  // With in_core: tensors used as stored stay in a read-only mapping of the file (the page cache's
+  // pages) instead of being read into the weight arena (io/file_mapping.h says why).
+  bool map_file = false;
   bool widen_f16_to_f32 = false;
   unsigned threads = 1;
   SessionOptions session;
@@ -166,6 +169,8 @@ class Engine {
   bool has_warm_profile() const { return !warm_keys_.empty(); }
   const std::vector<std::string>& notices() const { return notices_; }
   bool verifying() const { return verifying_; }
+  // Whether the weights are used in place in a mapping of the file (EngineOptions::map_file, in core).
+  bool weights_mapped() const { return weights_mapped_; }
   // With --io-faults: "io faults injected: ...; corrupt extents detected N, shards re-read N";
   // empty otherwise. Names are stable (tests parse them).
   std::string describe_faults() const;
@@ -204,6 +209,7 @@ class Engine {
   std::unique_ptr<GpuTier> gpu_;  // last: it page-locks the cache's arena and serves the session
   BudgetSplit split_;
   bool verifying_ = false;
+  bool weights_mapped_ = false;
 };
 
 }  // namespace sluice::core

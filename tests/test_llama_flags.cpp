@@ -32,6 +32,28 @@ TEST_CASE("sluice run takes llama.cpp's spellings and prints what sluice's own f
   CHECK(ours.err.find("KV cache 480.0 KiB") != std::string::npos);
 }
 
+TEST_CASE("--in-core maps the file unless --no-mmap, with the same text; --mmap needs --in-core") {
+  const std::string run = "run -m '" + model() + "' -p 'The quick brown fox' -n 6 -c 128 --kv-type f32 --in-core";
+  const auto mapped = test::run_sluice(run);
+  const auto explicit_map = test::run_sluice(run + " --mmap");
+  const auto read_in = test::run_sluice(run + " --no-mmap");
+  REQUIRE_MESSAGE(mapped.exit_code == 0, mapped.err);
+  REQUIRE_MESSAGE(explicit_map.exit_code == 0, explicit_map.err);
+  REQUIRE_MESSAGE(read_in.exit_code == 0, read_in.err);
+  CHECK(mapped.out == read_in.out);
+  CHECK(explicit_map.out == read_in.out);
+  CHECK(mapped.err.find("weights mapped from the file") != std::string::npos);
+  CHECK(explicit_map.err.find("weights mapped from the file") != std::string::npos);
+  CHECK(read_in.err.find("weights mapped") == std::string::npos);
+
+  const auto budget = test::run_sluice("run -m '" + model() + "' -p x -n 1 --budget 64M --mmap");
+  CHECK(budget.exit_code == 1);
+  CHECK(budget.err.find("--mmap needs --in-core") != std::string::npos);
+  const auto both = test::run_sluice(run + " --mmap --no-mmap");
+  CHECK(both.exit_code == 1);
+  CHECK(both.err.find("--mmap and --no-mmap contradict each other") != std::string::npos);
+}
+
 TEST_CASE("-ctk and -ctv that disagree, a quantized cache type, or a missing -f file are one-line errors") {
   const auto one = test::run_sluice("run -m '" + model() + "' -p x -n 1 -ctk f32");
   CHECK(one.exit_code == 1);

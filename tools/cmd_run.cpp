@@ -247,8 +247,9 @@ int cmd_run(int argc, char** argv) {
   } catch (const Error& e) {
     if (prompt_text) throw;
   }
-  std::fprintf(stderr, "sluice run: %s\nsluice run: %s\nsluice run: loaded in %.2f s (io %s%s)\n", engine.describe_model().c_str(),
+  std::fprintf(stderr, "sluice run: %s\nsluice run: %s\nsluice run: loaded in %.2f s (io %s%s%s)\n", engine.describe_model().c_str(),
                engine.describe_budget().c_str(), seconds_since(t_load), std::string(engine.reader().backend()).c_str(),
+               engine.weights_mapped() ? ", weights mapped from the file (--no-mmap reads them in)" : "",
                engine.verifying() ? ", shards verified against the index" : "");
 
   if (engine.gpu()) std::fprintf(stderr, "sluice run: %s\n", engine.gpu()->describe().c_str());

@@ -14,12 +14,18 @@
 
 namespace sluice::tools {
 
+// Whether --in-core maps the file when neither --mmap nor --no-mmap is given.
+// Yes, as llama.cpp: the same speed after the load, and a load at the disk's rate (io/file_mapping.h).
+constexpr bool kMapInCoreByDefault = true;
+
 void add_engine_flags(cxxopts::Options& options, const EngineFlagSet& set) {
   options.add_options()
       ("m,model", "GGUF model file", cxxopts::value<std::string>())
       ("budget", "memory ceiling for everything sluice allocates for the model (29G = 29 GiB, 512M, or 10% of the file)", cxxopts::value<std::string>())
       ("cache-experts", "size the budget so the expert cache holds this share of all routed experts (e.g. 25%)", cxxopts::value<std::string>())
       ("in-core", "load the routed experts into RAM too (no cache, no streaming)")
+      ("mmap", "with --in-core: use the weights in place in the page cache (a read-only mapping of the file)")
+      ("no-mmap", "with --in-core: read the weights into sluice's own memory")
       ("io", "IO backend: auto, uring or pread", cxxopts::value<std::string>()->default_value("auto"))
       ("policy", "expert cache eviction policy (lru, lfu, lru-quota, freq, hot-pin, predict)", cxxopts::value<std::string>()->default_value("lru"))
       (kVerifyFlag, kVerifyFlagHelp, cxxopts::value<std::string>()->default_value("on"));
@@ -53,6 +59,17 @@ void read_io_flags(const cxxopts::ParseResult& args, const EngineFlagSet& set, c
   if (set.io_faults && args.count("io-faults")) eo.faults = io::parse_fault_options(args["io-faults"].as<std::string>());
 }
 
+// --mmap / --no-mmap (llama.cpp's spellings). Only an in-core run maps the file: under a budget the
+// resident weights must stay in memory the budget counts, which the page cache is not.
+void read_mmap_flags(const cxxopts::ParseResult& args, core::EngineOptions& eo) {
+  const bool on = args.count("mmap") > 0, off = args.count("no-mmap") > 0;
+  if (on && off) throw Error(ErrorCode::invalid_argument, "--mmap and --no-mmap contradict each other; give one");
+  if (on && !eo.in_core)
+    throw Error(ErrorCode::invalid_argument,
+                "--mmap needs --in-core (under --budget or --cache-experts the resident weights are read into the budget)");
+  eo.map_file = eo.in_core && (on || (!off && kMapInCoreByDefault));
+}
+
 core::EngineOptions read_engine_flags(const cxxopts::ParseResult& args, const EngineFlagSet& set, const SessionFlags& sf) {
   if (!args.count("model")) throw Error(ErrorCode::invalid_argument, "-m MODEL.gguf is required");
   core::EngineOptions eo;
@@ -70,6 +87,7 @@ core::EngineOptions read_engine_flags(const cxxopts::ParseResult& args, const En
   if (set.gpu) read_gpu_flags(args, eo);
   if (eo.in_core && (eo.budget_bytes || eo.cache_experts > 0))
     throw Error(ErrorCode::invalid_argument, "--in-core loads every expert; it cannot be combined with --budget or --cache-experts");
+  read_mmap_flags(args, eo);
   return eo;
 }
 

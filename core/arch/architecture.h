@@ -49,6 +49,9 @@ struct ArchLoadOptions {
   // Sees each tensor's file bytes as read (core/gguf/checked_read.h); false twice is
   // Error(corrupt_data). Every architecture's loader passes each tensor it reads through it.
   TensorCheck check_tensor = nullptr;
+  // Set: tensors used as stored are used in place in this mapping of the file (its pages are the
+  // page cache's) instead of being read into the weight arena (io/file_mapping.h says why).
+  std::shared_ptr<const io::FileMapping> mapping;
 };
 
 // A model's streamed non-routed layers: the units a layer cache holds, read in a known order.

@@ -20,7 +20,8 @@ KimiK3LoadOptions to_load_options(const ArchLoadOptions& o) {
   return {.widen_f16_to_f32 = o.widen_f16_to_f32,
           .load_routed_experts = o.load_routed_experts,
           .stream_layer_tensors = o.stream_layer_tensors,
-          .check_tensor = o.check_tensor};
+          .check_tensor = o.check_tensor,
+          .mapping = o.mapping};
 }
 
 uint64_t n_seq_of(const SessionOptions& o) { return static_cast<uint64_t>(std::max<int64_t>(o.n_seq, 1)); }

@@ -26,6 +26,7 @@ struct Slot {
   bool to_f32 = false;
   uint64_t offset = 0;
   uint64_t bytes = 0;
+  bool mapped = false;  // used in place in KimiK3LoadOptions::mapping, no arena bytes
 };
 
 bool is_routed_expert(const std::string& name) { return name.find("_exps.") != std::string::npos; }
@@ -55,6 +56,8 @@ class KimiK3Loader {
     for (int64_t il = 0; il < c.n_layer; ++il) plan_block(f, c, il);
 
     m->arena_bytes_ = weight_arena_bytes(total_);
+    m->mapped_bytes_ = mapped_;
+    m->mapping_ = options_.mapping;
     if (!read) return m;
     m->arena_ = allocate_weight_arena(total_, "the weights of '" + f.path() + "'");
     {
@@ -145,6 +148,12 @@ class KimiK3Loader {
       model_->streamed_.push_back({block, field, t});
       return;  // data stays null: a LayerSource provides it
     }
+    if (!s.to_f32 && mappable(options_.mapping.get(), *t, kTensorAlign)) {
+      s.mapped = true;
+      mapped_ = checked_add(mapped_, s.bytes, "mapped weight bytes");
+      slots_.push_back(s);
+      return;
+    }
     // A tensor read as stored is placed so that the O_DIRECT read lands in it (weight_arena.h).
     s.offset = s.to_f32 ? total_ : place_for_direct_read(total_, s.src->file_offset, s.bytes, kTensorAlign);
     total_ = checked_add(s.offset, (s.bytes + kAlign - 1) / kAlign * kAlign, "model weight bytes");
@@ -155,6 +164,10 @@ class KimiK3Loader {
     std::byte* dst = arena + s.offset;
     Tensor& out = *s.dst;
     const GgufTensorInfo& t = *s.src;
+    if (s.mapped) {
+      out.data = map_checked(*options_.mapping, reader_.path(), t, options_.check_tensor).data();
+      return;
+    }
     if (!s.to_f32) {
       read_checked(reader_, t, {dst, t.n_bytes}, options_.check_tensor);
       out.data = dst;
@@ -174,6 +187,7 @@ class KimiK3Loader {
   KimiK3Model* model_ = nullptr;
   std::vector<Slot> slots_;
   uint64_t total_ = 0;
+  uint64_t mapped_ = 0;
   std::vector<std::byte> raw_;
 };
 

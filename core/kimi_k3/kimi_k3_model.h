@@ -68,6 +68,7 @@ struct KimiK3LoadOptions {
   bool stream_layer_tensors = false;
   // Sees each loaded tensor's file bytes as read, before any conversion (core/gguf/checked_read.h).
   TensorCheck check_tensor = nullptr;
+  std::shared_ptr<const io::FileMapping> mapping;  // see ArchLoadOptions::mapping
 };
 
 class KimiK3Model {
@@ -88,7 +89,7 @@ class KimiK3Model {
   const KimiK3Layer& layer(int64_t il) const { return layers_[static_cast<size_t>(il)]; }
   std::span<const KimiK3Layer> layers() const { return layers_; }
   const std::vector<StreamedTensorOf<KimiK3Layer>>& streamed() const { return streamed_; }
-  uint64_t weight_bytes() const { return arena_bytes_; }
+  uint64_t weight_bytes() const { return arena_bytes_ + mapped_bytes_; }  // mapped tensors included
   bool has_routed_experts() const { return has_routed_experts_; }
 
  private:
@@ -96,6 +97,8 @@ class KimiK3Model {
   std::unique_ptr<GgufFile> gguf_;
   WeightArena arena_;
   uint64_t arena_bytes_ = 0;
+  std::shared_ptr<const io::FileMapping> mapping_;  // holds the views of mapped tensors
+  uint64_t mapped_bytes_ = 0;
   Tensor token_embd_, output_norm_, output_, output_res_score_;
   std::vector<KimiK3Layer> layers_;
   bool has_routed_experts_ = true;

@@ -13,6 +13,7 @@ LoadOptions to_load_options(const ArchLoadOptions& o) {
   l.load_routed_experts = o.load_routed_experts;
   l.stream_layer_tensors = o.stream_layer_tensors;
   l.check_tensor = o.check_tensor;
+  l.mapping = o.mapping;
   return l;
 }
 

@@ -27,6 +27,7 @@ struct Slot {
   Conversion conv = Conversion::copy;
   uint64_t offset = 0;
   uint64_t bytes = 0;
+  bool mapped = false;  // used in place in LoadOptions::mapping, no arena bytes
 };
 
 bool is_routed_expert(const std::string& name) {
@@ -93,6 +94,8 @@ class ModelLoader {
     }
 
     m.arena_bytes_ = weight_arena_bytes(total_);
+    m.mapped_bytes_ = mapped_;
+    m.mapping_ = options_.mapping;
     if (!read) {
       if (!f.find_tensor("output.weight")) m.output_ = m.token_embd_;
       return m;
@@ -108,6 +111,12 @@ class ModelLoader {
 
  private:
   void reserve(Slot s) {
+    if (s.conv == Conversion::copy && mappable(options_.mapping.get(), *s.src, kTensorAlign)) {
+      s.mapped = true;
+      mapped_ = checked_add(mapped_, s.bytes, "mapped weight bytes");
+      slots_.push_back(s);
+      return;
+    }
     // A tensor copied as stored is placed so that the O_DIRECT read lands in it (weight_arena.h).
     s.offset = s.conv == Conversion::copy ? place_for_direct_read(total_, s.src->file_offset, s.bytes, kTensorAlign)
                                           : total_;
@@ -174,6 +183,10 @@ class ModelLoader {
     std::byte* dst = arena + s.offset;
     const GgufTensorInfo& t = *s.src;
     Tensor& out = *s.dst;
+    if (s.mapped) {
+      out.data = map_checked(*options_.mapping, reader_.path(), t, options_.check_tensor).data();
+      return;
+    }
     if (s.conv == Conversion::copy) {
       read_checked(reader_, t, {dst, t.n_bytes}, options_.check_tensor);
       out.type = t.type;
@@ -226,6 +239,7 @@ class ModelLoader {
   Model* model_ = nullptr;
   std::vector<Slot> slots_;
   uint64_t total_ = 0;
+  uint64_t mapped_ = 0;
   std::vector<std::byte> raw_;
 };
 

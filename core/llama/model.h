@@ -68,6 +68,7 @@ struct LoadOptions {
   // and its offset. The engine checks resident tensors against the shard index with it.
   TensorCheck check_tensor = nullptr;
   bool stream_layer_tensors = false;
+  std::shared_ptr<const io::FileMapping> mapping;  // see ArchLoadOptions::mapping
 };
 
 // A non-routed tensor left out of the load for a LayerSource to stream.
@@ -89,7 +90,7 @@ class Model {
   const Tensor& output() const { return output_; }  // token_embd when the file ties them
   const LayerWeights& layer(int64_t il) const { return layers_[static_cast<size_t>(il)]; }
   std::span<const LayerWeights> layers() const { return layers_; }
-  uint64_t weight_bytes() const { return arena_bytes_; }
+  uint64_t weight_bytes() const { return arena_bytes_ + mapped_bytes_; }  // mapped tensors included
   bool has_routed_experts() const { return has_routed_experts_; }
   const std::vector<StreamedTensor>& streamed() const { return streamed_; }
 
@@ -98,6 +99,8 @@ class Model {
   std::unique_ptr<GgufFile> gguf_;
   WeightArena arena_;
   uint64_t arena_bytes_ = 0;
+  std::shared_ptr<const io::FileMapping> mapping_;  // holds the views of mapped tensors
+  uint64_t mapped_bytes_ = 0;
   Tensor token_embd_, output_norm_, output_;
   std::vector<LayerWeights> layers_;
   bool has_routed_experts_ = true;
