@@ -6,20 +6,49 @@
 #include <atomic>
 #include <cstdio>
 #include <fstream>
+#include <mutex>
 #include <sstream>
 #include <stdexcept>
+#include <vector>
 
 namespace sluice::test {
 
 std::filesystem::path shared_dir() { return std::filesystem::path(SLUICE_SHARED_DIR); }
 std::filesystem::path reference_dir() { return shared_dir() / "reference"; }
 
+namespace {
+
+// Every temp_dir of this process, removed when it exits (a full run makes thousands; kept, they
+// piled up in /tmp run after run). Only by the process that made them: a forked child that exits
+// normally runs static destructors too, and must not remove its parent's folders.
+class TempDirs {
+ public:
+  void add(const std::filesystem::path& dir) {
+    std::lock_guard lock(mutex_);
+    dirs_.push_back(dir);
+  }
+  ~TempDirs() {
+    if (::getpid() != owner_) return;
+    std::error_code ec;
+    for (const auto& d : dirs_) std::filesystem::remove_all(d, ec);
+  }
+
+ private:
+  const pid_t owner_ = ::getpid();
+  std::mutex mutex_;
+  std::vector<std::filesystem::path> dirs_;
+};
+
+}  // namespace
+
 std::filesystem::path temp_dir(const std::string& name) {
   static std::atomic<int> counter{0};
+  static TempDirs made;
   auto dir = std::filesystem::temp_directory_path() /
              ("sluice-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter++) + "-" + name);
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
+  made.add(dir);
   return dir;
 }
 

@@ -27,7 +27,8 @@ constexpr bool kUnderSanitizer = false;
 // ../shared next to the source tree (CI lays it there too).
 std::filesystem::path shared_dir();
 std::filesystem::path reference_dir();  // shared_dir() / "reference"
-// A fresh empty directory under the build's temp area, unique per call.
+// A fresh empty directory under the build's temp area, unique per call; removed when the test
+// process exits.
 std::filesystem::path temp_dir(const std::string& name);
 // temp_dir that is removed, with everything in it, when the scope ends (pass or fail): for tests
 // that write hundreds of MB (an install tree, a .deb), which would otherwise fill the disk over runs.

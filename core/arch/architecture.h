@@ -51,7 +51,7 @@ struct ArchLoadOptions {
   TensorCheck check_tensor = nullptr;
   // Set: tensors used as stored are used in place in this mapping of the file (its pages are the
   // page cache's) instead of being read into the weight arena (io/file_mapping.h says why).
-  std::shared_ptr<const io::FileMapping> mapping;
+  std::shared_ptr<const io::FileMapping> mapping = nullptr;
 };
 
 // A model's streamed non-routed layers: the units a layer cache holds, read in a known order.

@@ -68,7 +68,7 @@ struct KimiK3LoadOptions {
   bool stream_layer_tensors = false;
   // Sees each loaded tensor's file bytes as read, before any conversion (core/gguf/checked_read.h).
   TensorCheck check_tensor = nullptr;
-  std::shared_ptr<const io::FileMapping> mapping;  // see ArchLoadOptions::mapping
+  std::shared_ptr<const io::FileMapping> mapping = nullptr;  // see ArchLoadOptions::mapping
 };
 
 class KimiK3Model {

@@ -36,7 +36,7 @@ struct Sizes {
 }  // namespace
 
 KimiK3Predictor::KimiK3Predictor(const KimiK3Model& model, int depth, unsigned n_threads)
-    : model_(model), depth_(depth), n_threads_(n_threads) {
+    : model_(model), depth_(depth) {
   if (depth < 1) throw Error(ErrorCode::invalid_argument, "prefetch depth " + std::to_string(depth) + " must be >= 1");
   const Sizes s = Sizes::of(model, n_threads);
   h_.assign(s.h, 0.0f);
@@ -52,7 +52,10 @@ KimiK3Predictor::KimiK3Predictor(const KimiK3Model& model, int depth, unsigned n
 uint64_t KimiK3Predictor::scratch_bytes_for(const KimiK3Model& model, unsigned n_threads) {
   return Sizes::of(model, n_threads).bytes();
 }
-uint64_t KimiK3Predictor::scratch_bytes() const { return scratch_bytes_for(model_, n_threads_); }
+uint64_t KimiK3Predictor::scratch_bytes() const {
+  return (h_.size() + logits_.size() + sel_.size()) * sizeof(float) + (top_.size() + ids_.size()) * sizeof(int32_t) +
+         counts_.size() * sizeof(uint32_t) + mark_.size() + mm_scratch_.size();
+}
 
 void KimiK3Predictor::select(const KimiK3Layer& L, std::span<const float> rows, int64_t n, kernels::ThreadPool& pool) {
   const KimiK3Config& c = model_.config();

@@ -48,7 +48,6 @@ class KimiK3Predictor {
  private:
   const KimiK3Model& model_;
   int depth_;
-  unsigned n_threads_;
   std::vector<float> h_, logits_, sel_;
   std::vector<int32_t> top_, ids_;
   std::vector<uint32_t> counts_;  // read_ahead: picks per expert

@@ -43,9 +43,9 @@ struct ExpertPredictor::Sizes {
 };
 
 ExpertPredictor::ExpertPredictor(const Model& model, int depth, unsigned n_threads)
-    : model_(model), depth_(depth), n_threads_(n_threads), params_(RouterParams::from_config(model.config())) {
+    : model_(model), depth_(depth), params_(RouterParams::from_config(model.config())) {
   if (depth < 1) throw Error(ErrorCode::invalid_argument, "prefetch depth " + std::to_string(depth) + " must be at least 1");
-  const Sizes z = Sizes::of(model, params_, n_threads_);
+  const Sizes z = Sizes::of(model, params_, n_threads);
   h_.resize(z.h);
   logits_.resize(z.logits);
   weights_.resize(z.weights);

@@ -60,7 +60,6 @@ class ExpertPredictor {
  private:
   const Model& model_;
   int depth_;
-  unsigned n_threads_;
   RouterParams params_;
   std::vector<float> h_, logits_, weights_, router_scratch_;
   std::vector<int32_t> ids_, groups_, list_;

@@ -68,7 +68,7 @@ struct LoadOptions {
   // and its offset. The engine checks resident tensors against the shard index with it.
   TensorCheck check_tensor = nullptr;
   bool stream_layer_tensors = false;
-  std::shared_ptr<const io::FileMapping> mapping;  // see ArchLoadOptions::mapping
+  std::shared_ptr<const io::FileMapping> mapping = nullptr;  // see ArchLoadOptions::mapping
 };
 
 // A non-routed tensor left out of the load for a LayerSource to stream.
