@@ -73,7 +73,7 @@ struct EngineOptions {
   double cache_experts = 0;  // fraction of routed expert bytes; 0 = not used
   bool in_core = false;
   // With in_core: tensors used as stored stay in a read-only mapping of the file (the page cache's
-  // pages) instead of being read into the weight arena (io/file_mapping.h says why).
+  // pages) instead of being read into the weight arena (io/file_mapping.h; --mmap).
   bool map_file = false;
   bool widen_f16_to_f32 = false;
   unsigned threads = 1;

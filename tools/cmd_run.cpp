@@ -249,7 +249,7 @@ int cmd_run(int argc, char** argv) {
   }
   std::fprintf(stderr, "sluice run: %s\nsluice run: %s\nsluice run: loaded in %.2f s (io %s%s%s)\n", engine.describe_model().c_str(),
                engine.describe_budget().c_str(), seconds_since(t_load), std::string(engine.reader().backend()).c_str(),
-               engine.weights_mapped() ? ", weights mapped from the file (--no-mmap reads them in)" : "",
+               engine.weights_mapped() ? ", weights mapped from the file" : "",
                engine.verifying() ? ", shards verified against the index" : "");
 
   if (engine.gpu()) std::fprintf(stderr, "sluice run: %s\n", engine.gpu()->describe().c_str());
