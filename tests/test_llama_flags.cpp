@@ -32,7 +32,7 @@ TEST_CASE("sluice run takes llama.cpp's spellings and prints what sluice's own f
   CHECK(ours.err.find("KV cache 480.0 KiB") != std::string::npos);
 }
 
-TEST_CASE("--in-core --mmap maps the file, --no-mmap and the default read it in, with the same text; --mmap needs --in-core") {
+TEST_CASE("in-core runs map the file with --mmap and read it in otherwise, with the same text, and --mmap needs --in-core") {
   const std::string run = "run -m '" + model() + "' -p 'The quick brown fox' -n 6 -c 128 --kv-type f32 --in-core";
   const auto read_default = test::run_sluice(run);
   const auto mapped = test::run_sluice(run + " --mmap");
