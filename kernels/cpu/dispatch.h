@@ -33,6 +33,11 @@ using VecDotMultiFn = void (*)(const void* w, const void* act, size_t act_stride
 // every output is the scalar loop's `o[i] += w * v[i]` run row after row.
 using AddScaledF16Fn = void (*)(const std::byte* rows, size_t row_stride, int64_t n_rows, int64_t n,
                                 const float* const* weight, float* const* out, int n_out);
+// ggml's vectorized silu over n values, n a multiple of 16 (the lanes ggml_v_expf takes):
+// y[i] = x[i] / (1 + ggml_v_expf(-x[i])); swiglu's y[i] = silu(gate[i]) * up[i]. y may alias an
+// input. Every level gives cpu/expf_ggml.h's scalar emulation bit for bit.
+using SiluBlocksFn = void (*)(const float* x, float* y, size_t n);
+using SwigluBlocksFn = void (*)(const float* gate, const float* up, float* y, size_t n);
 // Tiled GEMMs for the batches of a type: pack rewrites kGemmTileRows weight rows (rows, rows +
 // row_stride, ...; n values each) into the kernels' own layout at `packed` (TileGemm::block_bytes
 // per block of the weight type), once per batch; each TileGemmFn then multiplies that tile with
@@ -73,6 +78,8 @@ struct KernelTable {
   // (matmul then takes the multi-row kernels).
   TileGemm repack_tile[kTypeSlots] = {};
   AddScaledF16Fn add_scaled_f16 = nullptr;
+  SiluBlocksFn silu_blocks = nullptr;
+  SwigluBlocksFn swiglu_blocks = nullptr;
 };
 
 const KernelTable& scalar_kernels();

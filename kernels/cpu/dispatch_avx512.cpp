@@ -15,6 +15,9 @@ void add_avx512_kernels(KernelTable& t) {
   // 512 values over 1024 rows, one thread). The F16 scores' dot stays AVX2's: 16-lane F16
   // widening in AVX2's order measured 0.65x here (AMD EPYC).
   t.add_scaled_f16 = avx512::add_scaled_f16;
+  // silu/swiglu: ggml_v_expf itself, 16 lanes at a time.
+  t.silu_blocks = avx512::silu_blocks;
+  t.swiglu_blocks = avx512::swiglu_blocks;
   // One-row: the k-quants whose integer work bounds them (Q2_K, Q4_K, Q6_K) and IQ4_XS. Q3_K, Q5_K
   // and the 32-value types measured no faster (their float chain or scale unpacking bounds them).
   t.vec_dot[size_t(GgmlType::Q2_K)] = avx512::vec_dot_q2_k;
