@@ -247,3 +247,42 @@ TEST_CASE("every kernel level's dots equal the reference level's to the bit on t
     }
   }
 }
+
+TEST_CASE("dot_f16_rows gives each level's vec_dot[F16] bit for bit, for every head count and row length") {
+  // Row lengths: 32-value steps only, an 8-value step, a scalar tail, MLA's 576, and one past the
+  // kernels' widened-q buffer (the per-head fallback); head counts around the 2- and 4-head passes.
+  for (const KernelTable* t : sluice::kernels::cpu::kernel_levels()) {
+    INFO("kernel level " << t->isa);
+    REQUIRE(bool(t->dot_f16_rows));
+    for (const int64_t n : {int64_t(64), int64_t(40), int64_t(45), int64_t(576), int64_t(1040)}) {
+      constexpr int64_t n_rows = 37;
+      const size_t stride = size_t(n + 8) * 2;  // a row stride wider than the row
+      std::vector<std::byte> rows(stride * n_rows);
+      std::vector<float> src(static_cast<size_t>(n));
+      for (int64_t j = 0; j < n_rows; ++j) {
+        for (int64_t i = 0; i < n; ++i) src[size_t(i)] = std::sin(0.37f * float(i + 13 * j)) * 2.5f;
+        sluice::kernels::quantize_row(GgmlType::F16, src.data(), rows.data() + size_t(j) * stride, n);
+      }
+      for (int n_q = 1; n_q <= 9; ++n_q) {
+        std::vector<std::vector<std::byte>> q(static_cast<size_t>(n_q), std::vector<std::byte>(static_cast<size_t>(n) * 2));
+        std::vector<const uint16_t*> q_ptrs;
+        std::vector<std::vector<float>> got(static_cast<size_t>(n_q), std::vector<float>(n_rows));
+        std::vector<float*> out_ptrs;
+        for (int h = 0; h < n_q; ++h) {
+          for (int64_t i = 0; i < n; ++i) src[size_t(i)] = std::cos(0.11f * float(i * (h + 1))) / float(h + 1);
+          sluice::kernels::quantize_row(GgmlType::F16, src.data(), q[size_t(h)].data(), n);
+          q_ptrs.push_back(reinterpret_cast<const uint16_t*>(q[size_t(h)].data()));
+          out_ptrs.push_back(got[size_t(h)].data());
+        }
+        t->dot_f16_rows(rows.data(), stride, n_rows, n, q_ptrs.data(), n_q, out_ptrs.data());
+        int differ = 0;
+        for (int h = 0; h < n_q; ++h)
+          for (int64_t j = 0; j < n_rows; ++j)
+            differ += !same_bits(got[size_t(h)][size_t(j)],
+                                 t->vec_dot[size_t(GgmlType::F16)](rows.data() + size_t(j) * stride, q[size_t(h)].data(), n));
+        INFO("n " << n << ", heads " << n_q);
+        CHECK(differ == 0);
+      }
+    }
+  }
+}

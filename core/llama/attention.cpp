@@ -143,17 +143,27 @@ void LlamaSession::attend(int64_t il, int64_t n, const float* q, int64_t q_strid
           return mla ? kv.k(il, j) : kv.v(il, j) + sz(kvh * v_len) * es;
         };
         float* outs[kAttnHeadBlock];
+        if (!f32) {
+          // F16 keys: the block's heads score against each key row in one pass (the row is
+          // widened once for all of them); each score is still vec_dot's.
+          const uint16_t* q16[kAttnHeadBlock];
+          float* score_rows[kAttnHeadBlock];
+          for (int64_t b = 0; b < block; ++b) {
+            std::byte* qact = qact_base + sz(b) * qact_bytes;
+            kernels::quantize_row(qt, q + t * q_stride + (h0 + b) * q_head_stride, qact, k_len);
+            q16[b] = reinterpret_cast<const uint16_t*>(qact);
+            score_rows[b] = reinterpret_cast<float*>(base + sz(b) * scores_bytes);
+          }
+          kernels::dot_f16_rows(kv.k(il, 0) + k_off, kv.k_row_bytes(), n_vis, k_len, {q16, sz(block)},
+                                {score_rows, sz(block)});
+        }
         for (int64_t b = 0; b < block; ++b) {
           const int64_t h = h0 + b;
           float* scores = reinterpret_cast<float*>(base + sz(b) * scores_bytes);
-          std::byte* qact = qact_base + sz(b) * qact_bytes;
           const float* qv = q + t * q_stride + h * q_head_stride;
           if (f32) {
             for (int64_t j = 0; j < n_vis; ++j)
               scores[j] = kernels::dot_f32_ggml_vec(reinterpret_cast<const float*>(kv.k(il, j) + k_off), qv, k_len);
-          } else {
-            kernels::quantize_row(qt, qv, qact, k_len);
-            for (int64_t j = 0; j < n_vis; ++j) scores[j] = kernels::vec_dot(kt, kv.k(il, j) + k_off, qact, k_len);
           }
           std::fill(scores + n_vis, scores + n_kv, -std::numeric_limits<float>::infinity());
           kernels::softmax({scores, sz(n_kv)}, kq_scale);

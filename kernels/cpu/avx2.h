@@ -10,6 +10,8 @@ namespace sluice::kernels::cpu::avx2 {
 void dequantize_f16(const void* src, float* dst, int64_t n);
 void add_scaled_f16(const std::byte* rows, size_t row_stride, int64_t n_rows, int64_t n,
                     const float* const* weight, float* const* out, int n_out);
+void dot_f16_rows(const std::byte* rows, size_t row_stride, int64_t n_rows, int64_t n, const uint16_t* const* q,
+                  int n_q, float* const* out);
 void silu_blocks(const float* x, float* y, size_t n);
 void swiglu_blocks(const float* gate, const float* up, float* y, size_t n);
 

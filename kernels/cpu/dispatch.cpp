@@ -58,6 +58,7 @@ KernelTable make_scalar_table() {
   t.vec_dot_repack[size_t(GgmlType::Q4_K)] = vec_dot_q4_k_repack;
   t.vec_dot_repack_gemm[size_t(GgmlType::Q4_K)] = vec_dot_q4_k_repack_gemm;
   t.add_scaled_f16 = add_scaled_f16;
+  t.dot_f16_rows = dot_f16_rows;
   t.silu_blocks = silu_blocks;
   t.swiglu_blocks = swiglu_blocks;
   return t;

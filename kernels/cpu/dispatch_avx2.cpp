@@ -12,6 +12,7 @@ void add_avx2_kernels(KernelTable& t) {
   auto quantize = [&t](GgmlType type, QuantizeFn fn) { t.quantize[size_t(type)] = fn; };
   t.dequantize[size_t(GgmlType::F16)] = avx2::dequantize_f16;
   t.add_scaled_f16 = avx2::add_scaled_f16;
+  t.dot_f16_rows = avx2::dot_f16_rows;
   t.silu_blocks = avx2::silu_blocks;  // the scalar emulation with fma instructions
   t.swiglu_blocks = avx2::swiglu_blocks;
   quantize(GgmlType::Q8_0, avx2::quantize_q8_0);

@@ -15,6 +15,8 @@ void add_avx512_kernels(KernelTable& t) {
   // 512 values over 1024 rows, one thread). The F16 scores' dot stays AVX2's: 16-lane F16
   // widening in AVX2's order measured 0.65x here (AMD EPYC).
   t.add_scaled_f16 = avx512::add_scaled_f16;
+  // Attention scores: four heads share each widened key row (AVX2 does two).
+  t.dot_f16_rows = avx512::dot_f16_rows;
   // silu/swiglu: ggml_v_expf itself, 16 lanes at a time.
   t.silu_blocks = avx512::silu_blocks;
   t.swiglu_blocks = avx512::swiglu_blocks;

@@ -22,6 +22,12 @@ float vec_dot_f16(const void* w, const void* act, int64_t n) {
   return float(sum);
 }
 
+void dot_f16_rows(const std::byte* rows, size_t row_stride, int64_t n_rows, int64_t n, const uint16_t* const* q,
+                  int n_q, float* const* out) {
+  for (int h = 0; h < n_q; ++h)
+    for (int64_t j = 0; j < n_rows; ++j) out[h][j] = vec_dot_f16(rows + size_t(j) * row_stride, q[h], n);
+}
+
 float vec_dot_bf16(const void* w, const void* act, int64_t n) {
   const auto* x = static_cast<const uint16_t*>(w);
   const auto* y = static_cast<const uint16_t*>(act);

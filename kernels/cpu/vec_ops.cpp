@@ -31,4 +31,9 @@ void add_scaled_f16_rows(const std::byte* rows, size_t row_stride, int64_t n_row
                                      int(std::min(weights.size(), outs.size())));
 }
 
+void dot_f16_rows(const std::byte* rows, size_t row_stride, int64_t n_rows, int64_t n,
+                  std::span<const uint16_t* const> q, std::span<float* const> out) {
+  cpu::best_kernels().dot_f16_rows(rows, row_stride, n_rows, n, q.data(), int(std::min(q.size(), out.size())), out.data());
+}
+
 }  // namespace sluice::kernels
