@@ -67,4 +67,16 @@ void matvec(const WeightMatrix& w, std::span<const float> x, std::span<float> y,
 void matmul(const WeightMatrix& w, std::span<const float> x, int64_t n_tokens, std::span<float> y,
             std::span<std::byte> scratch, ThreadPool& pool, std::span<const int64_t> runs = {});
 
+// One token through every slice of a 3-D weight: y_s = W_s x_s for s < n_slices, W_s the matrix
+// `w` moved by s * slice_stride bytes, x_s = x + s * x_stride and y_s = y + s * y_stride (in
+// floats). Each y value is what matvec(W_s, x_s) gives (one vec_dot per row, in vec_dot's order);
+// only the work is shared out differently: every slice's rows in one pool hand-off. For decode's
+// per-head products (MLA's attn_k_b/attn_v_b: 64 heads of a few microseconds each, twice per
+// layer), where a hand-off per head cost more than its dots. Plain orders only: w.repack must be
+// none and the type quantized (F32/F16 take other paths); Error(invalid_argument) otherwise.
+// scratch: matvec_slices_scratch_bytes.
+size_t matvec_slices_scratch_bytes(GgmlType weight_type, int64_t n_cols, int64_t n_slices);
+void matvec_slices(const WeightMatrix& w, size_t slice_stride, int64_t n_slices, const float* x, size_t x_stride,
+                   float* y, size_t y_stride, std::span<std::byte> scratch, ThreadPool& pool);
+
 }  // namespace sluice::kernels

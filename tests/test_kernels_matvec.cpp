@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <cmath>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -226,4 +227,44 @@ TEST_CASE("matvec rejects a short scratch, a short output and a row length off t
   odd.n_cols = 200;
   expect([&] { sluice::kernels::matvec(odd, x, y, scratch, pool); },
          "not a multiple of q4_K's block size 256");
+}
+
+TEST_CASE("matvec_slices gives every slice's matvec bit for bit, over strided inputs and outputs, on 1 and 2 threads") {
+  // 64 heads of 48 rows x 64 values (MLA's attn_k_b shape, smaller), the heads' activations and
+  // outputs interleaved with other values (x_stride and y_stride wider than a slice).
+  constexpr int64_t n_slices = 64, n_rows = 48, n_cols = 64;
+  constexpr size_t x_stride = 80, y_stride = 56;
+  for (const GgmlType type : {GgmlType::Q5_0, GgmlType::Q8_0, GgmlType::Q4_0}) {
+    INFO("type " << sluice::ggml_traits(type).name);
+    const QuantizedMatrix all = random_matrix(type, n_rows * n_slices, n_cols, 11);
+    const size_t slice_bytes = all.w.row_stride * size_t(n_rows);
+    WeightMatrix first = all.w;
+    first.n_rows = n_rows;
+    const auto x = random_row(int64_t(x_stride) * n_slices, 5, 1.0f);
+    std::vector<float> expected(y_stride * n_slices, -7.0f);
+    std::vector<std::byte> scratch(sluice::kernels::matmul_scratch_bytes(type, n_cols, 1, 1));
+    ThreadPool one(1);
+    for (int64_t s = 0; s < n_slices; ++s) {
+      WeightMatrix w = first;
+      w.data += size_t(s) * slice_bytes;
+      sluice::kernels::matvec(w, {x.data() + size_t(s) * x_stride, size_t(n_cols)},
+                              {expected.data() + size_t(s) * y_stride, size_t(n_rows)}, scratch, one);
+    }
+    std::vector<std::byte> slices_scratch(sluice::kernels::matvec_slices_scratch_bytes(type, n_cols, n_slices));
+    for (const unsigned threads : {1u, 2u}) {
+      ThreadPool pool(threads);
+      std::vector<float> got(y_stride * n_slices, -7.0f);  // values between the slices stay as they are
+      sluice::kernels::matvec_slices(first, slice_bytes, n_slices, x.data(), x_stride, got.data(), y_stride,
+                                     slices_scratch, pool);
+      CHECK(std::memcmp(got.data(), expected.data(), got.size() * sizeof(float)) == 0);
+    }
+  }
+  // Repacked or float matrices keep matmul's own paths.
+  const QuantizedMatrix q4k = random_matrix(GgmlType::Q4_K, 16, 256, 3);
+  WeightMatrix repacked = q4k.w;
+  repacked.repack = sluice::kernels::GgmlRepack::mul_mat;
+  std::vector<float> x(256), y(16);
+  std::vector<std::byte> scratch(4096);
+  ThreadPool pool(1);
+  CHECK_THROWS_AS(sluice::kernels::matvec_slices(repacked, 0, 1, x.data(), 0, y.data(), 0, scratch, pool), Error);
 }

@@ -5,6 +5,7 @@
 
 #include "core/llama/session.h"
 #include "kernels/dot_f32.h"
+#include "kernels/matvec.h"
 #include "kernels/quant.h"
 #include "kernels/rms_norm.h"
 #include "kernels/rope.h"
@@ -18,7 +19,15 @@ size_t sz(int64_t n) { return static_cast<size_t>(n); }
 size_t align_up(size_t n) { return (n + 63) / 64 * 64; }
 // llama.cpp pads the attended KV cells to a multiple of 256 (capped by the cache size).
 constexpr int64_t kKvPad = 256;
+size_t slice_bytes(const Tensor& t) { return sz(t.ne[1]) * t.row_bytes; }
 }  // namespace
+
+// One token's per-head products (MLA's attn_k_b/attn_v_b) go to the pool in one hand-off where the
+// per-head matmul would be a plain vec_dot per row anyway: a quantized type, not repacked, not
+// offloaded. F32/F16 heads keep matmul's own paths (their order depends on the view).
+bool LlamaSession::all_heads_at_once(const Tensor& t) const {
+  return !offload_ && t.type != GgmlType::F32 && t.type != GgmlType::F16 && t.slice(0).repack == kernels::GgmlRepack::none;
+}
 
 void LlamaSession::attention_gqa(int64_t il, int64_t n) {
   const ModelConfig& c = model_.config();
@@ -77,21 +86,31 @@ void LlamaSession::attention_mla(int64_t il, int64_t n) {
     for (int64_t h = 0; h < H; ++h) std::memcpy(qcur_.data() + (t * H + h) * KR + Lkv, q + h * QH + N, sz(R) * 4);
   }
   // q_nope_absorbed[h] = wk_b[h] q_nope[h]: [qk_nope] -> [kv_lora]
-  for (int64_t h = 0; h < H; ++h) {
-    for (int64_t t = 0; t < n; ++t)
-      std::memcpy(head_in_.data() + t * N, q_.data() + t * H * QH + h * QH, sz(N) * 4);
-    matmul(L.wk_b.slice(h), head_in_.data(), n, head_res_.data(), MatKind::permuted);  // q_nope view
-    for (int64_t t = 0; t < n; ++t)
-      std::memcpy(qcur_.data() + (t * H + h) * KR, head_res_.data() + t * Lkv, sz(Lkv) * 4);
+  if (n == 1 && all_heads_at_once(L.wk_b)) {
+    kernels::matvec_slices(L.wk_b.slice(0), slice_bytes(L.wk_b), H, q_.data(), sz(QH), qcur_.data(), sz(KR),
+                           mm_scratch_, pool_);
+  } else {
+    for (int64_t h = 0; h < H; ++h) {
+      for (int64_t t = 0; t < n; ++t)
+        std::memcpy(head_in_.data() + t * N, q_.data() + t * H * QH + h * QH, sz(N) * 4);
+      matmul(L.wk_b.slice(h), head_in_.data(), n, head_res_.data(), MatKind::permuted);  // q_nope view
+      for (int64_t t = 0; t < n; ++t)
+        std::memcpy(qcur_.data() + (t * H + h) * KR, head_res_.data() + t * Lkv, sz(Lkv) * 4);
+    }
   }
   attend(il, n, qcur_.data(), H * KR, KR, KR, Lkv, kqv_.data(), H * Lkv, Lkv);
   // decompress: out[h] = wv_b[h] kqv[h]: [kv_lora] -> [v_head]
-  for (int64_t h = 0; h < H; ++h) {
-    for (int64_t t = 0; t < n; ++t)
-      std::memcpy(head_in_.data() + t * Lkv, kqv_.data() + (t * H + h) * Lkv, sz(Lkv) * 4);
-    matmul(L.wv_b.slice(h), head_in_.data(), n, head_res_.data());
-    for (int64_t t = 0; t < n; ++t)
-      std::memcpy(heads_out_.data() + t * H * V + h * V, head_res_.data() + t * V, sz(V) * 4);
+  if (n == 1 && all_heads_at_once(L.wv_b)) {
+    kernels::matvec_slices(L.wv_b.slice(0), slice_bytes(L.wv_b), H, kqv_.data(), sz(Lkv), heads_out_.data(), sz(V),
+                           mm_scratch_, pool_);
+  } else {
+    for (int64_t h = 0; h < H; ++h) {
+      for (int64_t t = 0; t < n; ++t)
+        std::memcpy(head_in_.data() + t * Lkv, kqv_.data() + (t * H + h) * Lkv, sz(Lkv) * 4);
+      matmul(L.wv_b.slice(h), head_in_.data(), n, head_res_.data());
+      for (int64_t t = 0; t < n; ++t)
+        std::memcpy(heads_out_.data() + t * H * V + h * V, head_res_.data() + t * V, sz(V) * 4);
+    }
   }
   matmul(L.wo.matrix(), heads_out_.data(), n, attn_out_.data());
 }

@@ -114,6 +114,10 @@ struct LlamaSession::Sizes {
                               &L.ffn_gate, &L.ffn_up, &L.ffn_down, &L.gate_inp, &L.gate_exps, &L.up_exps,
                               &L.down_exps, &L.gate_shexp, &L.up_shexp, &L.down_shexp})
         need(*t);
+      // MLA's per-head products of one token in one pass (attention.cpp): every head's activation.
+      for (const Tensor* t : {&L.wk_b, &L.wv_b})
+        if (t->ne[0] > 0 && (t->data || t->row_bytes))
+          mm = std::max(mm, kernels::matvec_slices_scratch_bytes(t->type, t->ne[0], t->ne[2]));
     }
     z.mm_scratch = std::max<size_t>(mm, kAlign);
 

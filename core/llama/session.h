@@ -101,6 +101,7 @@ class LlamaSession final : public Session {
   void attention_mla(int64_t il, int64_t n);
   // Attends every (token, head) of the batch; q rows of `q_stride` floats, heads `q_head_stride`
   // apart; writes `v_len` floats per head to out (heads `out_head_stride` apart).
+  bool all_heads_at_once(const Tensor& t) const;  // attention.cpp
   void attend(int64_t il, int64_t n, const float* q, int64_t q_stride, int64_t q_head_stride,
               int64_t k_len, int64_t v_len, float* out, int64_t out_stride, int64_t out_head_stride);
   void ffn_dense(const Tensor& gate, const Tensor& up, const Tensor& down, int64_t n, float* out);

@@ -235,4 +235,36 @@ void matmul(const WeightMatrix& w, std::span<const float> x, int64_t n_tokens, s
   });
 }
 
+size_t matvec_slices_scratch_bytes(GgmlType weight_type, int64_t n_cols, int64_t n_slices) {
+  return matmul_scratch_bytes(weight_type, n_cols, n_slices, 1);  // one activation row per slice
+}
+
+void matvec_slices(const WeightMatrix& w, size_t slice_stride, int64_t n_slices, const float* x, size_t x_stride,
+                   float* y, size_t y_stride, std::span<std::byte> scratch, ThreadPool& pool) {
+  if (w.repack != GgmlRepack::none || w.type == GgmlType::F32 || w.type == GgmlType::F16)
+    throw Error(ErrorCode::invalid_argument, "matvec_slices: only plain quantized matrices (got " +
+                                                 std::string(ggml_traits(w.type).name) + ")");
+  if (n_slices <= 0) return;
+  // Shapes of one slice (x and y are checked for the last one's extent), then the activations.
+  check_shapes(w, x_stride * size_t(n_slices - 1) + size_t(w.n_cols), 1,
+               y_stride * size_t(n_slices - 1) + size_t(w.n_rows), scratch.data(), scratch.size(), 1);
+  const size_t act_row = ggml_row_bytes(vec_dot_type(w.type), uint64_t(w.n_cols));
+  if (scratch.size() < act_row * size_t(n_slices))
+    throw Error(ErrorCode::invalid_argument, "matvec_slices: scratch holds " + std::to_string(scratch.size()) +
+                                                 " bytes, needs " + std::to_string(act_row * size_t(n_slices)));
+  const cpu::KernelTable& k = cpu::best_kernels();
+  const auto quantize = k.quantize[size_t(vec_dot_type(w.type))];
+  const cpu::VecDotFn dot = k.vec_dot[size_t(w.type)];
+  for (int64_t s = 0; s < n_slices; ++s)
+    quantize(x + size_t(s) * x_stride, scratch.data() + size_t(s) * act_row, w.n_cols);
+  // Rows of every slice in one range: row i is row i % n_rows of slice i / n_rows.
+  pool.parallel_for(n_slices * w.n_rows, kRowGrain, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      const int64_t s = i / w.n_rows, r = i % w.n_rows;
+      const std::byte* row = w.data + size_t(s) * slice_stride + size_t(r) * w.row_stride;
+      y[size_t(s) * y_stride + size_t(r)] = dot(row, scratch.data() + size_t(s) * act_row, w.n_cols);
+    }
+  });
+}
+
 }  // namespace sluice::kernels
