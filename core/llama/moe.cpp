@@ -67,22 +67,24 @@ void LlamaSession::ffn_moe(int64_t il, int64_t n, float* out) {
       auto at = std::find(pending_.begin(), pending_.begin() + left, e);
       std::copy(at + 1, pending_.begin() + left, at);  // keep the rest in ascending order
       int64_t m = 0;
-      for (int64_t i = 0; i < n * K; ++i) {
-        if (route_ids_[sz(i)] != e) continue;
-        gather_[sz(m)] = static_cast<int32_t>(i);
-        std::memcpy(xe_.data() + m * E, cur_.data() + (i / K) * E, sz(E) * 4);
-        ++m;
-      }
+      for (int64_t i = 0; i < n * K; ++i)
+        if (route_ids_[sz(i)] == e) gather_[sz(m++)] = static_cast<int32_t>(i);
+      for_rows(m, [&](int64_t r0, int64_t r1) {
+        for (int64_t r = r0; r < r1; ++r)
+          std::memcpy(xe_.data() + r * E, cur_.data() + (gather_[sz(r)] / K) * E, sz(E) * 4);
+      });
       const ExpertWeights& w = pin.weights();
       matmul(w.up, xe_.data(), m, ue_.data(), MatKind::vector);
       matmul(w.gate, xe_.data(), m, ge_.data(), MatKind::vector);
       const std::span<float> g{ge_.data(), sz(m * F)};
       kernels::swiglu(g, {ue_.data(), sz(m * F)}, g);
       matmul(w.down, ge_.data(), m, de_.data(), MatKind::vector);
-      for (int64_t r = 0; r < m; ++r) {
-        const int64_t i = gather_[sz(r)];  // t * K + slot
-        kernels::scale({de_.data() + r * E, sz(E)}, route_w_[sz(i)], {expert_out_.data() + i * E, sz(E)});
-      }
+      for_rows(m, [&](int64_t r0, int64_t r1) {
+        for (int64_t r = r0; r < r1; ++r) {
+          const int64_t i = gather_[sz(r)];  // t * K + slot
+          kernels::scale({de_.data() + r * E, sz(E)}, route_w_[sz(i)], {expert_out_.data() + i * E, sz(E)});
+        }
+      });
     }
   }
   // Other ranks' (token, slot) rows (core/experts/expert_exchange.h), in flight while the shared
@@ -94,13 +96,15 @@ void LlamaSession::ffn_moe(int64_t il, int64_t n, float* out) {
     exchange_->finish();
   }
   // Sum in routing order: ((e0 + e1) + e2) + ...
-  for (int64_t t = 0; t < n; ++t) {
-    float* o = out + t * E;
-    std::memcpy(o, expert_out_.data() + t * K * E, sz(E) * 4);
-    for (int64_t k = 1; k < K; ++k)
-      kernels::add({o, sz(E)}, {expert_out_.data() + (t * K + k) * E, sz(E)}, {o, sz(E)});
-  }
-  if (shared) kernels::add({out, sz(n * E)}, {sh_out_.data(), sz(n * E)}, {out, sz(n * E)});
+  for_rows(n, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      float* o = out + t * E;
+      std::memcpy(o, expert_out_.data() + t * K * E, sz(E) * 4);
+      for (int64_t k = 1; k < K; ++k)
+        kernels::add({o, sz(E)}, {expert_out_.data() + (t * K + k) * E, sz(E)}, {o, sz(E)});
+      if (shared) kernels::add({o, sz(E)}, {sh_out_.data() + t * E, sz(E)}, {o, sz(E)});
+    }
+  });
 }
 
 }  // namespace sluice::core

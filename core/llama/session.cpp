@@ -324,14 +324,27 @@ void LlamaSession::run_layers(std::span<const int32_t> tokens) {
     LayerPin<LayerWeights> pin(layers_, il);
     const LayerWeights& L = pin.weights();
     layer_ = &L;
-    kernels::rms_norm(x, L.attn_norm.f32(), c.rms_eps, E, cur);
+    // Per token: y = x + add (a residual), or y = rms_norm(x) * weight.
+    auto residual = [&](const std::vector<float>& add) {
+      for_rows(n, [&](int64_t t0, int64_t t1) {
+        const std::span<float> rows = x.subspan(sz(t0 * E), sz((t1 - t0) * E));
+        kernels::add({add.data() + t0 * E, rows.size()}, rows, rows);
+      });
+    };
+    auto norm = [&](const Tensor& weight) {
+      for_rows(n, [&](int64_t t0, int64_t t1) {
+        kernels::rms_norm(x.subspan(sz(t0 * E), sz((t1 - t0) * E)), weight.f32(), c.rms_eps, E,
+                          cur.subspan(sz(t0 * E), sz((t1 - t0) * E)));
+      });
+    };
+    norm(L.attn_norm);
     if (c.is_mla()) attention_mla(il, n);
     else attention_gqa(il, n);
-    kernels::add({attn_out_.data(), sz(n * E)}, x, x);  // ffn_inp
-    kernels::rms_norm(x, L.ffn_norm.f32(), c.rms_eps, E, cur);
+    residual(attn_out_);  // ffn_inp
+    norm(L.ffn_norm);
     if (c.is_moe_layer(il)) ffn_moe(il, n, ffn_out_.data());
     else ffn_dense(L.ffn_gate, L.ffn_up, L.ffn_down, n, ffn_out_.data());
-    kernels::add({ffn_out_.data(), sz(n * E)}, x, x);  // l_out
+    residual(ffn_out_);  // l_out
   }
   layer_ = nullptr;
 }

@@ -101,6 +101,15 @@ class LlamaSession final : public Session {
   void attention_mla(int64_t il, int64_t n);
   // Attends every (token, head) of the batch; q rows of `q_stride` floats, heads `q_head_stride`
   // apart; writes `v_len` floats per head to out (heads `out_head_stride` apart).
+  // f(begin, end) over rows [0, n): split over the pool for a batch, inline for a few rows. For the
+  // element-wise passes between products (gathers, residual adds, norms), which run on this thread
+  // alone while the pool idles; each row is computed the same way wherever it runs.
+  template <class F>
+  void for_rows(int64_t n, F&& f) {
+    if (n >= kPoolRowsMin) pool_.parallel_for(n, kPoolRowsMin / 4, [&](int64_t b, int64_t e) { f(b, e); });
+    else f(int64_t{0}, n);
+  }
+  static constexpr int64_t kPoolRowsMin = 16;
   bool all_heads_at_once(const Tensor& t) const;  // attention.cpp
   void attend(int64_t il, int64_t n, const float* q, int64_t q_stride, int64_t q_head_stride,
               int64_t k_len, int64_t v_len, float* out, int64_t out_stride, int64_t out_head_stride);
