@@ -91,11 +91,14 @@ void LlamaSession::attention_mla(int64_t il, int64_t n) {
                            mm_scratch_, pool_);
   } else {
     for (int64_t h = 0; h < H; ++h) {
-      for (int64_t t = 0; t < n; ++t)
-        std::memcpy(head_in_.data() + t * N, q_.data() + t * H * QH + h * QH, sz(N) * 4);
+      for_rows(n, [&](int64_t t0, int64_t t1) {
+        for (int64_t t = t0; t < t1; ++t) std::memcpy(head_in_.data() + t * N, q_.data() + t * H * QH + h * QH, sz(N) * 4);
+      });
       matmul(L.wk_b.slice(h), head_in_.data(), n, head_res_.data(), MatKind::permuted);  // q_nope view
-      for (int64_t t = 0; t < n; ++t)
-        std::memcpy(qcur_.data() + (t * H + h) * KR, head_res_.data() + t * Lkv, sz(Lkv) * 4);
+      for_rows(n, [&](int64_t t0, int64_t t1) {
+        for (int64_t t = t0; t < t1; ++t)
+          std::memcpy(qcur_.data() + (t * H + h) * KR, head_res_.data() + t * Lkv, sz(Lkv) * 4);
+      });
     }
   }
   attend(il, n, qcur_.data(), H * KR, KR, KR, Lkv, kqv_.data(), H * Lkv, Lkv);
@@ -105,11 +108,15 @@ void LlamaSession::attention_mla(int64_t il, int64_t n) {
                            mm_scratch_, pool_);
   } else {
     for (int64_t h = 0; h < H; ++h) {
-      for (int64_t t = 0; t < n; ++t)
-        std::memcpy(head_in_.data() + t * Lkv, kqv_.data() + (t * H + h) * Lkv, sz(Lkv) * 4);
+      for_rows(n, [&](int64_t t0, int64_t t1) {
+        for (int64_t t = t0; t < t1; ++t)
+          std::memcpy(head_in_.data() + t * Lkv, kqv_.data() + (t * H + h) * Lkv, sz(Lkv) * 4);
+      });
       matmul(L.wv_b.slice(h), head_in_.data(), n, head_res_.data());
-      for (int64_t t = 0; t < n; ++t)
-        std::memcpy(heads_out_.data() + t * H * V + h * V, head_res_.data() + t * V, sz(V) * 4);
+      for_rows(n, [&](int64_t t0, int64_t t1) {
+        for (int64_t t = t0; t < t1; ++t)
+          std::memcpy(heads_out_.data() + t * H * V + h * V, head_res_.data() + t * V, sz(V) * 4);
+      });
     }
   }
   matmul(L.wo.matrix(), heads_out_.data(), n, attn_out_.data());
