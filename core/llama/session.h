@@ -99,8 +99,6 @@ class LlamaSession final : public Session {
   void run_layers(std::span<const int32_t> tokens);
   void attention_gqa(int64_t il, int64_t n);
   void attention_mla(int64_t il, int64_t n);
-  // Attends every (token, head) of the batch; q rows of `q_stride` floats, heads `q_head_stride`
-  // apart; writes `v_len` floats per head to out (heads `out_head_stride` apart).
   // f(begin, end) over rows [0, n): split over the pool for a batch, inline for a few rows. For the
   // element-wise passes between products (gathers, residual adds, norms), which run on this thread
   // alone while the pool idles; each row is computed the same way wherever it runs.
@@ -111,6 +109,8 @@ class LlamaSession final : public Session {
   }
   static constexpr int64_t kPoolRowsMin = 16;
   bool all_heads_at_once(const Tensor& t) const;  // attention.cpp
+  // Attends every (token, head) of the batch; q rows of `q_stride` floats, heads `q_head_stride`
+  // apart; writes `v_len` floats per head to out (heads `out_head_stride` apart).
   void attend(int64_t il, int64_t n, const float* q, int64_t q_stride, int64_t q_head_stride,
               int64_t k_len, int64_t v_len, float* out, int64_t out_stride, int64_t out_head_stride);
   void ffn_dense(const Tensor& gate, const Tensor& up, const Tensor& down, int64_t n, float* out);

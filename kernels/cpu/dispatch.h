@@ -33,14 +33,14 @@ using VecDotMultiFn = void (*)(const void* w, const void* act, size_t act_stride
 // every output is the scalar loop's `o[i] += w * v[i]` run row after row.
 using AddScaledF16Fn = void (*)(const std::byte* rows, size_t row_stride, int64_t n_rows, int64_t n,
                                 const float* const* weight, float* const* out, int n_out);
-// ggml's vectorized silu over n values, n a multiple of 16 (the lanes ggml_v_expf takes):
-// y[i] = x[i] / (1 + ggml_v_expf(-x[i])); swiglu's y[i] = silu(gate[i]) * up[i]. y may alias an
-// input. Every level gives cpu/expf_ggml.h's scalar emulation bit for bit.
 // For each of n_rows F16 rows (rows + j * row_stride, n values) and each of n_q F16 activation
 // rows q[h]: out[h][j] = the table's vec_dot[F16](row j, q[h], n), bit for bit. Attention's
 // scores: the heads that share a KV head widen each cached key row once between them.
 using DotF16RowsFn = void (*)(const std::byte* rows, size_t row_stride, int64_t n_rows, int64_t n,
                               const uint16_t* const* q, int n_q, float* const* out);
+// ggml's vectorized silu over n values, n a multiple of 16 (the lanes ggml_v_expf takes):
+// y[i] = x[i] / (1 + ggml_v_expf(-x[i])); swiglu's y[i] = silu(gate[i]) * up[i]. y may alias an
+// input. Every level gives cpu/expf_ggml.h's scalar emulation bit for bit.
 using SiluBlocksFn = void (*)(const float* x, float* y, size_t n);
 using SwigluBlocksFn = void (*)(const float* gate, const float* up, float* y, size_t n);
 // Tiled GEMMs for the batches of a type: pack rewrites kGemmTileRows weight rows (rows, rows +
