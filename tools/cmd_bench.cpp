@@ -335,6 +335,7 @@ core::BenchOptions read_bench_base(const cxxopts::ParseResult& args, const std::
   read_io_flags(args, {.io_faults = true}, base.engine);
   base.engine.session.n_batch = sf.n_batch;
   base.engine.session.kv_type = GgmlType::F16;
+  base.engine.session.n_logit_rows = 1;  // generation samples from the last row only
   base.engine.session.prefetch_depth = args["prefetch-depth"].as<int>();
   if (base.engine.session.prefetch_depth < 0 || base.engine.session.prefetch_depth > 64)
     throw Error(ErrorCode::invalid_argument, "--prefetch-depth " + std::to_string(base.engine.session.prefetch_depth) + " must be in [0, 64]");

@@ -142,6 +142,7 @@ int cmd_chat(int argc, char** argv) {
   for (const auto& note : sf.notes) std::fprintf(stderr, "sluice chat: %s\n", note.c_str());
 
   core::EngineOptions eo = read_engine_flags(args, {}, sf);
+  eo.session.n_logit_rows = 1;  // a turn samples from its last row only
   const core::SamplerOptions sampling = read_sampling_flags(args);
 
   const std::unique_ptr<core::ExpertParallel> ep = join_expert_parallel(args, eo);

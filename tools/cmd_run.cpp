@@ -220,6 +220,7 @@ int cmd_run(int argc, char** argv) {
   core::EngineOptions eo = read_engine_flags(args, kFlags, sf);
   const std::string model_path = eo.model_path;
   eo.session.prefetch_depth = args["prefetch-depth"].as<int>();
+  eo.session.n_logit_rows = args.count("logits-out") ? 0 : 1;  // only --logits-out reads the prompt's rows
   if (eo.session.prefetch_depth < 0 || eo.session.prefetch_depth > 64)
     throw Error(ErrorCode::invalid_argument, "--prefetch-depth " + std::to_string(eo.session.prefetch_depth) + " must be in [0, 64]");
   if (const char* bypass = std::getenv(kIgnoreBudgetForTests); bypass && *bypass && std::string(bypass) != "0") {

@@ -305,6 +305,7 @@ int cmd_serve(int argc, char** argv) {
   core::EngineOptions eo = read_engine_flags(args, {.io_faults = true}, sf);
   eo.session.n_batch = std::max<int64_t>(parallel, sf.n_batch);
   eo.session.n_seq = parallel;
+  eo.session.n_logit_rows = parallel;  // a step samples one row per slot at most
 
   // Signals go to one thread that stops the server; block them before any thread starts.
   sigset_t sigs;

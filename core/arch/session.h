@@ -16,6 +16,7 @@
 // and cannot, so callers re-evaluate from 0 instead).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <span>
 
@@ -26,11 +27,23 @@ namespace sluice::core {
 
 class ExpertExchange;
 
+// The logits rows a session keeps for n_logit_rows (0: the whole batch) at batch n_batch.
+inline int64_t kept_logit_rows(int64_t n_logit_rows, int64_t n_batch) {
+  return n_logit_rows > 0 ? std::min(n_logit_rows, n_batch) : n_batch;
+}
+
 struct SessionOptions {
   int64_t n_ctx = 0;                 // 0: min(training context, 4096)
   int64_t n_batch = 512;             // most tokens per forward() call
   GgmlType kv_type = GgmlType::F16;  // F16 or F32
   int64_t n_seq = 1;                 // sequences forward_batch can mix
+  // Most logits rows one forward()/forward_batch() call returns; 0: n_batch. A row is n_vocab
+  // floats for every batch slot (a 512-token batch of a 163,840-token vocabulary holds 335 MB), and
+  // only perplexity and --logits-out read more than the last row of a prompt, so generation asks
+  // for 1 (serve: one per sequence) and --budget gives the rest to the expert cache. A call that
+  // would return more rows is an Error(invalid_argument).
+  int64_t n_logit_rows = 0;
+  int64_t logit_rows() const { return kept_logit_rows(n_logit_rows, n_batch); }
   // Speculative gating (core/llama/expert_predictor.h): predict the experts of this many following
   // MoE layers and hand them to ExpertSource::prefetch. 0: off. Never changes results. An
   // architecture without a predictor ignores it (Session::prefetch_depth() says 0).
@@ -61,7 +74,8 @@ class Session {
  public:
   virtual ~Session() = default;
   // Error(invalid_argument): empty or more than n_batch tokens, a token outside the vocabulary,
-  // positions past the context or a position the state cannot resume at.
+  // positions past the context, a position the state cannot resume at, or more logits rows than
+  // SessionOptions::logit_rows() (check_logit_rows).
   virtual std::span<const float> forward(std::span<const int32_t> tokens, int64_t start_pos, bool all_logits = true) = 0;
   virtual std::span<const float> forward_batch(std::span<const int32_t> tokens, std::span<const int32_t> seqs,
                                                std::span<const int64_t> positions,
@@ -82,5 +96,8 @@ class Session {
   // matmul_offload.h). Error(unsupported) where the architecture has no hook yet.
   virtual void set_matmul_offload(MatmulOffload* offload) = 0;
 };
+
+// Error(invalid_argument) when a call asks for more logits rows than its session keeps.
+void check_logit_rows(int64_t wanted, int64_t kept);
 
 }  // namespace sluice::core

@@ -34,6 +34,7 @@ KimiK3Session::KimiK3Session(const KimiK3Model& model, ExpertSource& experts, ke
       experts_(experts),
       pool_(pool),
       n_batch_(options.n_batch),
+      logit_rows_(options.logit_rows()),
       chunked_kda_(options.chunked_kda) {
   const KimiK3Config& c = model.config();
   if (n_batch_ <= 0) throw Error(ErrorCode::invalid_argument, "n_batch " + std::to_string(n_batch_) + " must be > 0");
@@ -100,8 +101,8 @@ KimiK3Session::KimiK3Session(const KimiK3Model& model, ExpertSource& experts, ke
     size(sh_, B * E);
   }
   exchange_ = options.exchange;
-  size(logits_, B * c.n_vocab);
-  if (options.n_seq > 1) size(batch_logits_, B * c.n_vocab);
+  size(logits_, options.logit_rows() * c.n_vocab);
+  if (options.n_seq > 1) size(batch_logits_, options.logit_rows() * c.n_vocab);
 
   // Matmul scratch: the largest any weight needs for a full batch (in-memory type, or F32 when the
   // loader widened it).
@@ -180,6 +181,7 @@ std::span<const float> KimiK3Session::forward_seq(int64_t seq, std::span<const i
   if (start_pos + n > state_->n_ctx())
     throw Error(ErrorCode::invalid_argument, "positions up to " + std::to_string(start_pos + n - 1) +
                                                  " exceed the context of " + std::to_string(state_->n_ctx()));
+  check_logit_rows(all_logits ? n : 1, logit_rows_);
   if (start_pos == 0) state_->reset();
 
   // x = token_embd[t] (rows dequantized as ggml_get_rows does).
@@ -242,6 +244,7 @@ std::span<const float> KimiK3Session::forward_batch(std::span<const int32_t> tok
       throw Error(ErrorCode::invalid_argument, "sequence " + std::to_string(seqs[t]) + " is outside [0, " +
                                                    std::to_string(n_seq) + ")");
   }
+  check_logit_rows(std::count_if(want_logits.begin(), want_logits.end(), [](uint8_t w) { return w != 0; }), logit_rows_);
   // Rows land in logits_ (one sequence: compacted in place) or batch_logits_ (several).
   float* out = n_seq > 1 ? batch_logits_.data() : logits_.data();
   const size_t V = static_cast<size_t>(model_.config().n_vocab);

@@ -60,6 +60,8 @@ struct KimiK3SessionOptions {
   bool chunked_kda = false;          // prefill KDA with the chunked form (same math, other rounding)
   int64_t n_seq = 1;                 // sequences (one recurrent state + MLA cache each)
   int prefetch_depth = 0;            // router-guided prefetch, MoE layers ahead (core/kimi_k3/kimi_k3_predictor.h)
+  int64_t n_logit_rows = 0;          // most logits rows per call; 0: n_batch (SessionOptions::n_logit_rows)
+  int64_t logit_rows() const { return kept_logit_rows(n_logit_rows, n_batch); }
   // Expert parallelism (core/experts/expert_exchange.h): compute only this rank's routed experts
   // and receive the others' latent rows. Null: every expert here. Not owned; outlives the session.
   ExpertExchange* exchange = nullptr;
@@ -133,6 +135,7 @@ class KimiK3Session final : public Session {
   kernels::ThreadPool& pool_;
   MatmulOffload* offload_ = nullptr;
   int64_t n_batch_;
+  int64_t logit_rows_;  // rows logits_ (and batch_logits_) hold (SessionOptions::logit_rows)
   bool chunked_kda_;
   std::vector<KimiK3State> states_;  // one per sequence
   KimiK3State* state_ = nullptr;     // the sequence forward_seq() is computing

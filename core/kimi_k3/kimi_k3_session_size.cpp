@@ -72,8 +72,8 @@ uint64_t KimiK3Session::scratch_bytes_for(const KimiK3Model& model, const KimiK3
     f(B * L);                                                   // moe_
     f(B * E);                                                   // sh_
   }
-  f(B * c.n_vocab);                                             // logits_
-  if (options.n_seq > 1) f(B * c.n_vocab);                      // batch_logits_
+  f(options.logit_rows() * c.n_vocab);                          // logits_
+  if (options.n_seq > 1) f(options.logit_rows() * c.n_vocab);   // batch_logits_
   size_t mm = 0;
   for (const GgufTensorInfo& t : model.gguf().tensors()) {
     if (t.n_dims < 2) continue;

@@ -98,7 +98,7 @@ struct LlamaSession::Sizes {
       z.ge = z.ue = sz(B * c.n_ff_exp);
       if (o.prefetch_depth > 0) z.predictor = ExpertPredictor::scratch_bytes_for(model, threads);
     }
-    z.logits = sz(B * c.n_vocab);
+    z.logits = sz(o.logit_rows() * c.n_vocab);
 
     size_t mm = 0;
     auto need = [&](const Tensor& t) {
@@ -139,7 +139,8 @@ LlamaSession::LlamaSession(const Model& model, ExpertSource& experts, kernels::T
       resident_layers_(model.layers(), model.output()),
       layers_(layers ? *layers : resident_layers_),
       pool_(pool),
-      n_batch_(o.n_batch) {
+      n_batch_(o.n_batch),
+      logit_rows_(o.logit_rows()) {
   const Sizes z = Sizes::of(model, o, static_cast<int64_t>(pool.size()));
   const ModelConfig& c = model.config();
   kv_.reserve(sz(o.n_seq));
@@ -233,6 +234,7 @@ std::span<const float> LlamaSession::forward(std::span<const int32_t> tokens, in
     pos_[sz(t)] = start_pos + t;
     seq_[sz(t)] = 0;
   }
+  check_logit_rows(all_logits ? n : 1, logit_rows_);
   seq_used_[0] = start_pos + n;
   seq_count_[0] = n;
   runs_.assign({0, n});
@@ -277,6 +279,7 @@ std::span<const float> LlamaSession::forward_batch(std::span<const int32_t> toke
     seq_used_[sz(s)] = p + 1;
     ++seq_count_[sz(s)];
   }
+  check_logit_rows(std::count_if(want_logits.begin(), want_logits.end(), [](uint8_t w) { return w != 0; }), logit_rows_);
   runs_.clear();
   for (int64_t t = 0; t < n; ++t)
     if (t == 0 || seqs[sz(t)] != seqs[sz(t - 1)]) runs_.push_back(t);

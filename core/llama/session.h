@@ -130,6 +130,7 @@ class LlamaSession final : public Session {
   uint64_t scratch_bytes_ = 0;
   kernels::ThreadPool& pool_;
   int64_t n_batch_;
+  int64_t logit_rows_;  // rows logits_ holds (SessionOptions::logit_rows)
   std::vector<KvCache> kv_;  // one per sequence
   // Per token of the current batch: position and sequence; per sequence: the cells the batch
   // fills up to (its largest position + 1) and its token count.
