@@ -84,6 +84,16 @@ size_t pick_next(std::span<const std::span<const int32_t>> queued, std::span<con
   return best;
 }
 
+size_t reusable_prefix(std::span<const int32_t> held, std::span<const int32_t> prompt, bool can_rewind) {
+  if (prompt.empty()) return 0;
+  const size_t n = std::min(held.size(), prompt.size());
+  size_t k = 0;
+  while (k < n && held[k] == prompt[k]) ++k;
+  k = std::min(k, prompt.size() - 1);  // the last prompt token is fed: its logits give the first token
+  if (!can_rewind && k < held.size()) return 0;
+  return k;
+}
+
 Scheduler::Scheduler(Engine& engine, Tokenizer tokenizer, const SchedulerOptions& options)
     : engine_(engine), tokenizer_(std::move(tokenizer)), options_(options) {
   Session& s = engine_.session();
@@ -193,32 +203,50 @@ void Scheduler::admit_locked() {
       ++it;
     }
   }
-  for (Slot& slot : slots_) {
-    if (slot.gen || queue_.empty()) continue;
+  const bool can_rewind = engine_.session().can_rewind();
+  while (!queue_.empty() && std::any_of(slots_.begin(), slots_.end(), [](const Slot& s) { return !s.gen; })) {
     std::vector<std::span<const int32_t>> queued, warm;
     std::vector<int> skipped;
     for (const auto& g : queue_) {
       queued.emplace_back(g->params_.prompt);
       skipped.push_back(g->skipped_);
     }
-    for (const Slot& s : slots_)
-      if (s.gen) warm.emplace_back(s.gen->params_.prompt);
+    for (const Slot& s : slots_) warm.emplace_back(s.gen ? std::span<const int32_t>(s.gen->params_.prompt) : std::span<const int32_t>(s.held));
     for (const auto& p : recent_) warm.emplace_back(p);
     const size_t pick = pick_next(queued, skipped, warm, options_.max_skips);
     for (size_t i = 0; i < pick; ++i) ++queue_[i]->skipped_;  // older ones passed over
-    slot.gen = queue_[pick];
+    std::shared_ptr<Generation> gen = queue_[pick];
     queue_.erase(queue_.begin() + static_cast<int64_t>(pick));
-    const GenerationParams& p = slot.gen->params_;
+    const GenerationParams& p = gen->params_;
+
+    // The free slot whose KV cache holds the longest usable prefix; ties to the one holding the
+    // fewest tokens (the least cache lost), then the lowest index.
+    size_t best = slots_.size(), best_keep = 0;
+    for (size_t i = 0; i < slots_.size(); ++i) {
+      const Slot& s = slots_[i];
+      if (s.gen) continue;
+      const size_t keep = options_.cache_prompt && p.cache_prompt ? reusable_prefix(s.held, p.prompt, can_rewind) : 0;
+      if (best == slots_.size() || keep > best_keep ||
+          (keep == best_keep && s.held.size() < slots_[best].held.size())) {
+        best = i;
+        best_keep = keep;
+      }
+    }
+    Slot& slot = slots_[best];
+    slot.gen = std::move(gen);
+    slot.held.resize(best_keep);  // positions from best_keep on are written again
+    slot.gen->cached_tokens_.store(static_cast<int64_t>(best_keep));
     // End-of-generation tokens end a request undelivered; max_tokens and a full context end it
     // without feeding the last token (nothing would read its logits).
-    slot.seq.start(p.prompt, 0,
+    slot.seq.start(p.prompt, static_cast<int64_t>(best_keep),
                    {.max_tokens = p.max_tokens > 0 ? p.max_tokens : -1,
                     .end_tokens = p.stop_at_eog && tokenizer_.n_vocab() > 0 ? EndTokens::eog : EndTokens::none,
                     .tokenizer = &tokenizer_,
                     .feed_last_token = false},
                    p.sampling);
     ++metrics_.active;
-    metrics_.prompt_tokens += slot.gen->params_.prompt.size();
+    metrics_.prompt_tokens += p.prompt.size();
+    metrics_.prompt_tokens_cached += best_keep;
   }
   metrics_.queue_depth = queue_.size();
 }
@@ -246,8 +274,10 @@ void Scheduler::run() {
         std::fflush(stderr);
         abort_expert_parallel(1);
       }
-      for (Slot& s : slots_)
+      for (Slot& s : slots_) {
         if (s.gen) finish(s, FinishReason::error, e.what());
+        s.held.clear();  // what a failed pass left in the caches is unknown: no slot reuses it
+      }
     }
   }
 }
@@ -302,7 +332,15 @@ void Scheduler::step() {
                             {batch_want_.data(), n});
   const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
 
-  // Advance every slot in the batch, then sample the rows.
+  // Record what each slot's cache now holds, advance every slot in the batch, then sample the rows.
+  for (size_t t = 0; t < n; ++t) {
+    std::vector<int32_t>& held = slots_[static_cast<size_t>(batch_seqs_[t])].held;
+    if (batch_pos_[t] != static_cast<int64_t>(held.size()))  // held.size() < n_ctx: no reallocation
+      throw Error(ErrorCode::internal, "slot " + std::to_string(batch_seqs_[t]) + " fed position " +
+                                           std::to_string(batch_pos_[t]) + " after " + std::to_string(held.size()) +
+                                           " cached tokens");
+    held.push_back(batch_tokens_[t]);
+  }
   for (Slot& s : slots_) {
     if (s.fed) s.seq.fed(s.fed);
     s.fed = 0;

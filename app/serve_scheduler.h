@@ -9,10 +9,23 @@
 // has its own KV cache of n_ctx positions.
 //
 // Admission (pick_next): when a slot frees, the queued request whose prompt shares the longest
-// token prefix with a running or recently finished request goes first (the same tokens at the
-// same positions route to the same experts, which are then still in the expert cache); ties go
-// to the shorter prompt (a short prefill pulls fewer cold experts through the cache), then to
-// the oldest. No request starves: one passed over max_skips times is taken before any other.
+// token prefix with a running or recently finished request, or with a free slot's KV cache, goes
+// first (the same tokens at the same positions route to the same experts, which are then still in
+// the expert cache); ties go to the shorter prompt (a short prefill pulls fewer cold experts
+// through the cache), then to the oldest. No request starves: one passed over max_skips times is
+// taken before any other.
+//
+// Prefix reuse (llama-server's cache_prompt): a finished request leaves its tokens in its slot's
+// KV cache (the prompt and the generated tokens that were fed). The admitted request goes to the
+// free slot whose cache shares the longest usable prefix with its prompt (reusable_prefix; ties
+// to the slot holding the fewest tokens, then the lowest index) and prefills only the rest: the
+// sequence starts at that position, and the attention of a KV cache reads positions below the
+// newest one only, so starting there is the truncation. A recurrent state (kimi-k3's KDA layers,
+// Session::can_rewind() false) cannot be truncated: there a slot is reused only when the prompt
+// continues everything it holds. The reused KV is the slot's own cache (inside --budget, nothing
+// new allocated). Greedy answers equal those of a run without reuse where the attention's order
+// of operations is the same (docs/guarantees.md says where it is not); a step that fails forgets
+// every slot's cache.
 //
 // Threads: submit(), Generation::wait/cancel and metrics() are safe from any thread; the engine
 // is used by the engine thread only. A cancelled request (client gone) leaves at the next step.
@@ -44,6 +57,7 @@ struct GenerationParams {
   int64_t max_tokens = 0;  // 0: until end of generation or the context is full
   SamplerOptions sampling;
   bool stop_at_eog = true;  // end at the tokenizer's end-of-generation tokens (not delivered)
+  bool cache_prompt = true;  // may reuse a slot's cached prefix (the request's "cache_prompt")
 };
 
 enum class FinishReason { none, stop, length, cancelled, error };
@@ -67,6 +81,9 @@ class Generation {
   FinishReason finish_reason() const;
   std::string error() const;
   int64_t prompt_tokens() const { return static_cast<int64_t>(params_.prompt.size()); }
+  // Prompt tokens taken from the slot's KV cache instead of prefilled; set at admission, so final
+  // once the first token (or the end) has arrived.
+  int64_t cached_tokens() const { return cached_tokens_.load(); }
 
  private:
   friend class Scheduler;
@@ -80,6 +97,7 @@ class Generation {
   FinishReason reason_ = FinishReason::none;
   std::string error_;
   std::atomic<bool> cancelled_{false}, ended_early_{false};
+  std::atomic<int64_t> cached_tokens_{0};
   GenerationParams params_;
   int skipped_ = 0;  // times a younger request was admitted first
 };
@@ -92,12 +110,14 @@ struct SchedulerOptions {
   // --expert-parallel on rank 0: each batch step is sent to the other ranks before it runs, and
   // they are released when the scheduler stops. Null: one process.
   ExpertParallel* parallel = nullptr;
+  bool cache_prompt = true;  // false (--no-cache-prompt): every request prefills its whole prompt
 };
 
 struct SchedulerMetrics {
   uint64_t requests_finished = 0, requests_cancelled = 0, requests_rejected = 0;
   uint64_t queue_depth = 0, active = 0;
   uint64_t prompt_tokens = 0, generated_tokens = 0;
+  uint64_t prompt_tokens_cached = 0;  // of prompt_tokens, the ones reused from a slot's KV cache
   uint64_t steps = 0;
   // Steps that carried only decode tokens (no prefill): their tokens, time and disk reads,
   // and per MoE layer the routed (token, expert) pairs against the distinct experts read.
@@ -114,6 +134,11 @@ struct SchedulerMetrics {
 // was passed over. `queued` must not be empty.
 size_t pick_next(std::span<const std::span<const int32_t>> queued, std::span<const int> skipped,
                  std::span<const std::span<const int32_t>> warm, int max_skips);
+
+// Tokens of `prompt` that a slot whose KV cache holds `held` (positions 0, 1, ...) can keep: the
+// shared prefix, at most prompt.size() - 1 (the last prompt token is computed for its logits); a
+// state that cannot rewind keeps all of `held` or nothing.
+size_t reusable_prefix(std::span<const int32_t> held, std::span<const int32_t> prompt, bool can_rewind);
 
 class Scheduler final : public RoutingObserver {
  public:
@@ -135,10 +160,11 @@ class Scheduler final : public RoutingObserver {
   // A request slot: the request and its sequence (prompt left, sampler, stop conditions,
   // position; app/generate.h), driven one batch step at a time.
   struct Slot {
-    Slot(int64_t n_vocab, int64_t n_ctx) : seq(n_vocab, n_ctx) {}
+    Slot(int64_t n_vocab, int64_t n_ctx) : seq(n_vocab, n_ctx) { held.reserve(static_cast<size_t>(n_ctx)); }
     std::shared_ptr<Generation> gen;
     SequenceGenerator seq;
-    size_t fed = 0;  // tokens of this slot in the step being run
+    size_t fed = 0;             // tokens of this slot in the step being run
+    std::vector<int32_t> held;  // the tokens its KV cache holds, at positions 0, 1, ... (n_ctx reserved)
   };
   void run();
   void admit_locked();

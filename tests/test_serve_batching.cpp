@@ -9,13 +9,12 @@
 #include <httplib.h>
 
 #include <future>
-#include <map>
 #include <nlohmann/json.hpp>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "tests/model_reference.h"
+#include "tests/serve_metrics.h"
 #include "tests/serve_process.h"
 
 namespace {
@@ -24,23 +23,6 @@ using namespace sluice::test;
 using nlohmann::json;
 
 std::string model_path() { return (tiny_dir("deepseek2") / "deepseek2-q4_k_m.gguf").string(); }
-
-// The counters of /metrics (Prometheus text: "name value" lines after "# HELP"/"# TYPE").
-std::map<std::string, double> metrics(int port) {
-  httplib::Client c("127.0.0.1", port);
-  auto res = c.Get("/metrics");
-  REQUIRE(res);
-  REQUIRE(res->status == 200);
-  std::map<std::string, double> out;
-  std::istringstream in(res->body);
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.empty() || line[0] == '#') continue;
-    const size_t sp = line.rfind(' ');
-    if (sp != std::string::npos) out[line.substr(0, sp)] = std::stod(line.substr(sp + 1));
-  }
-  return out;
-}
 
 struct Shares {
   double steps = 0, decode_steps = 0, decode_tokens = 0, routed_pairs = 0, distinct_experts = 0;
@@ -51,7 +33,7 @@ struct Shares {
 // Sends every prompt at once (greedy, a fixed length each) and returns what the steps shared.
 Shares run_concurrently(const std::vector<std::string>& serve_args, const std::vector<std::string>& prompts) {
   ServeProcess server(serve_args);
-  const auto before = metrics(server.port());
+  const auto before = read_metrics(server.port());
   std::vector<std::future<int>> answers;
   for (const auto& p : prompts) {
     answers.push_back(std::async(std::launch::async, [&server, p] {
@@ -64,7 +46,7 @@ Shares run_concurrently(const std::vector<std::string>& serve_args, const std::v
     }));
   }
   for (auto& a : answers) CHECK(a.get() == 200);
-  const auto after = metrics(server.port());
+  const auto after = read_metrics(server.port());
   auto delta = [&](const char* name) {
     REQUIRE_MESSAGE(after.count(name), "/metrics has no " << name);
     return after.at(name) - (before.count(name) ? before.at(name) : 0);

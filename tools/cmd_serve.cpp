@@ -108,8 +108,7 @@ void generate_whole(Server& s, core::Generation& gen, core::TextStream& stream, 
   choice["finish_reason"] = finish;
   ordered_json body = {{"id", id}, {"object", chat ? "chat.completion" : "text_completion"}, {"created", s.created},
                        {"model", s.model_id}, {"choices", ordered_json::array({choice})},
-                       {"usage", {{"prompt_tokens", gen.prompt_tokens()}, {"completion_tokens", n_generated},
-                                  {"total_tokens", gen.prompt_tokens() + n_generated}}}};
+                       {"usage", usage_body(gen.prompt_tokens(), gen.cached_tokens(), n_generated)}};
   out.send({200, "application/json", dump(body), {}});
 }
 
@@ -173,6 +172,7 @@ void handle_generate(Server& s, const http::Request& req, http::Responder& out, 
     }
     p.max_tokens = r->max_tokens;
     p.sampling = r->sampling;
+    p.cache_prompt = r->cache_prompt;
     auto gen = s.scheduler->submit(std::move(p));
     if (!gen) return out.send(error_reply(503, "the queue is full; retry later"));
     const std::string id = std::string(chat ? "chatcmpl-" : "cmpl-") + std::to_string(s.next_id++);
@@ -193,13 +193,18 @@ std::string metrics_text(Server& s) {
     std::snprintf(buf, sizeof buf, "%.6g", v);
     out += std::string("# HELP ") + name + " " + help + "\n" + name + " " + buf + "\n";
   };
+  auto put_count = [&](const char* name, const char* help, uint64_t v) {  // exact, whatever its size
+    out += std::string("# HELP ") + name + " " + help + "\n" + name + " " + std::to_string(v) + "\n";
+  };
   const double lookups = static_cast<double>(m.cache_hits + m.cache_misses);
   put("sluice_requests_finished_total", "requests that ran to the end", static_cast<double>(m.requests_finished));
   put("sluice_requests_cancelled_total", "requests cancelled (client gone, or cut short at shutdown)", static_cast<double>(m.requests_cancelled));
   put("sluice_requests_rejected_total", "requests refused with 503 (queue full)", static_cast<double>(m.requests_rejected));
   put("sluice_requests_active", "requests holding a slot", static_cast<double>(m.active));
   put("sluice_queue_depth", "requests waiting for a slot", static_cast<double>(m.queue_depth));
-  put("sluice_prompt_tokens_total", "prompt tokens admitted", static_cast<double>(m.prompt_tokens));
+  put_count("sluice_prompt_tokens_total", "prompt tokens admitted", m.prompt_tokens);
+  put_count("sluice_prompt_tokens_cached_total", "prompt tokens reused from a slot's KV cache, not prefilled",
+            m.prompt_tokens_cached);
   put("sluice_generated_tokens_total", "tokens generated", static_cast<double>(m.generated_tokens));
   put("sluice_steps_total", "batched forward passes", static_cast<double>(m.steps));
   put("sluice_decode_steps_total", "passes with decode tokens only", static_cast<double>(m.decode_steps));
@@ -279,6 +284,7 @@ int cmd_serve(int argc, char** argv) {
       ("max-body", "largest request body (bytes, 1M = 1 MiB); beyond that: 413", cxxopts::value<std::string>()->default_value("1M"))
       ("max-connections", "open connections at most; beyond that: 503", cxxopts::value<int64_t>()->default_value("512"))
       ("header-timeout", "seconds a request head may take to arrive; beyond that: 408", cxxopts::value<double>()->default_value("5"))
+      ("no-cache-prompt", "prefill every prompt whole (default: a prefix held in a slot's KV cache is reused)")
       ("chat-template", "override tokenizer.chat_template: chatml, a Jinja file, or Jinja text", cxxopts::value<std::string>()->default_value(""))
       ("t,threads", "worker threads", cxxopts::value<unsigned>()->default_value("1"))
       ("c,ctx-size", "context per request (0: min(training context, 4096))", cxxopts::value<int64_t>()->default_value("0"))
@@ -328,7 +334,8 @@ int cmd_serve(int argc, char** argv) {
   const core::ChatTemplate chat =
       core::ChatTemplate::for_model(engine.model().gguf(), tokenizer, args["chat-template"].as<std::string>());
   if (!chat.notice().empty()) std::fprintf(stderr, "sluice serve: %s\n", chat.notice().c_str());
-  core::Scheduler scheduler(engine, tokenizer, {.max_queue = queue, .parallel = ep.get()});
+  core::Scheduler scheduler(engine, tokenizer,
+                            {.max_queue = queue, .parallel = ep.get(), .cache_prompt = !args.count("no-cache-prompt")});
 
   Server s;
   s.engine = &engine;

@@ -51,6 +51,13 @@ ordered_json error_body(int status, const std::string& message) {
   return {{"error", {{"message", message}, {"type", type}, {"code", status}}}};
 }
 
+ordered_json usage_body(int64_t prompt_tokens, int64_t cached_tokens, int64_t completion_tokens) {
+  return {{"prompt_tokens", prompt_tokens},
+          {"completion_tokens", completion_tokens},
+          {"total_tokens", prompt_tokens + completion_tokens},
+          {"prompt_tokens_details", {{"cached_tokens", cached_tokens}}}};
+}
+
 std::optional<ApiRequest> parse_request(const std::string& body, bool chat, ApiError& error) {
   auto bad = [&](const std::string& m) {
     error = {400, m};
@@ -75,6 +82,10 @@ std::optional<ApiRequest> parse_request(const std::string& body, bool chat, ApiE
     if (!j[key].is_number_integer() || j[key].get<int64_t>() < 1)
       return bad(std::string("'") + key + "' must be a positive integer");
     r.max_tokens = j[key];
+  }
+  if (j.contains("cache_prompt") && !j["cache_prompt"].is_null()) {
+    if (!j["cache_prompt"].is_boolean()) return bad("'cache_prompt' must be true or false");
+    r.cache_prompt = j["cache_prompt"];
   }
   if (j.contains("n") && !j["n"].is_null() && j["n"] != 1) return bad("'n' must be 1 (one choice per request)");
   core::SamplerOptions& s = r.sampling;

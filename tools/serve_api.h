@@ -31,12 +31,17 @@ struct ApiRequest {
   int64_t max_tokens = 0;                 // 0: not given
   std::vector<std::string> stop;
   core::SamplerOptions sampling;
+  bool cache_prompt = true;  // llama-server's "cache_prompt": false prefills the whole prompt
 };
 
 // Parses and checks a body; std::nullopt and `error` set on a bad request (status 400).
 std::optional<ApiRequest> parse_request(const std::string& body, bool chat, ApiError& error);
 
 nlohmann::ordered_json error_body(int status, const std::string& message);
+
+// The "usage" object of a response (and of a stream's usage chunk): token counts, with the prompt
+// tokens taken from a slot's KV cache as prompt_tokens_details.cached_tokens (OpenAI's field).
+nlohmann::ordered_json usage_body(int64_t prompt_tokens, int64_t cached_tokens, int64_t completion_tokens);
 
 // json.dump that never throws on invalid UTF-8 (replaced by U+FFFD).
 std::string dump(const nlohmann::ordered_json& j);
