@@ -23,9 +23,10 @@
 // newest one only, so starting there is the truncation. A recurrent state (kimi-k3's KDA layers,
 // Session::can_rewind() false) cannot be truncated: there a slot is reused only when the prompt
 // continues everything it holds. The reused KV is the slot's own cache (inside --budget, nothing
-// new allocated). Greedy answers equal those of a run without reuse where the attention's order
-// of operations is the same (docs/guarantees.md says where it is not); a step that fails forgets
-// every slot's cache.
+// new allocated). Greedy answers equal those of a run without reuse (tested); the logits may
+// differ in the last bits, since the reused prefix was computed in other chunks and the attention's
+// padded width and form follow the chunk (docs/guarantees.md). A step that fails forgets every
+// slot's cache.
 //
 // Threads: submit(), Generation::wait/cancel and metrics() are safe from any thread; the engine
 // is used by the engine thread only. A cancelled request (client gone) leaves at the next step.
