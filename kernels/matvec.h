@@ -39,9 +39,9 @@ struct WeightMatrix {
 // Whether llama.cpp's CPU backend on x86 (AVX2 and up, REPACK on, its default) repacks a weight of
 // this type with n_rows rows, for a 2-D matrix used by mul_mat or an expert tensor used by
 // mul_mat_id (a 3-D tensor used by plain mul_mat, such as MLA's attn_k_b/attn_v_b, is never
-// repacked). True only where sluice emulates the repacked order: Q4_K with n_rows % 8 == 0.
-// llama.cpp also repacks Q4_0, IQ4_NL and MXFP4 (AVX2) and Q2_K (AVX-512); those still use vec_dot's
-// order here.
+// repacked). True only where sluice emulates the repacked order: Q4_K (AVX2) and Q2_K (AVX-512,
+// the reference build's CPU) with n_rows % 8 == 0. llama.cpp also repacks Q4_0, IQ4_NL and MXFP4
+// (AVX2); those still use vec_dot's order here.
 bool ggml_repacks(GgmlType type, int64_t n_rows);
 
 // Scratch bytes needed by matvec/matmul for this weight type, row length and token count on a

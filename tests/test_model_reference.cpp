@@ -55,7 +55,7 @@ TEST_CASE("deepseek2 in f32 math matches llama.cpp's f32 run") {
 TEST_CASE("deepseek2 f16 matches llama.cpp") { check_case({"deepseek2", "f16", "f16", false, 0}); }
 TEST_CASE("deepseek2 q8_0 matches llama.cpp") { check_case({"deepseek2", "q8_0", "q8_0", false, 0}); }
 TEST_CASE("deepseek2 q4_k_m matches llama.cpp") { check_case({"deepseek2", "q4_k_m", "q4_k_m", false, 0}); }
-TEST_CASE("deepseek2 q2_k matches llama.cpp") { check_case({"deepseek2", "q2_k", "q2_k", false, 0.6}); }  // 0.440
+TEST_CASE("deepseek2 q2_k matches llama.cpp") { check_case({"deepseek2", "q2_k", "q2_k", false, 0}); }
 TEST_CASE("deepseek2 iq1_s matches llama.cpp") { check_case({"deepseek2", "iq1_s", "iq1_s", false, 2.3e-5}); }  // 1.1e-5
 TEST_CASE("deepseek2 iq2_xxs matches llama.cpp") { check_case({"deepseek2", "iq2_xxs", "iq2_xxs", false, 0.68}); }  // 0.338
 TEST_CASE("deepseek2 iq3_xxs matches llama.cpp") { check_case({"deepseek2", "iq3_xxs", "iq3_xxs", false, 0.6}); }  // 0.360

@@ -57,6 +57,8 @@ KernelTable make_scalar_table() {
   set(t, GgmlType::IQ1_M, dequantize_iq1_m, nullptr, vec_dot_iq1_m);
   t.vec_dot_repack[size_t(GgmlType::Q4_K)] = vec_dot_q4_k_repack;
   t.vec_dot_repack_gemm[size_t(GgmlType::Q4_K)] = vec_dot_q4_k_repack_gemm;
+  t.vec_dot_repack[size_t(GgmlType::Q2_K)] = vec_dot_q2_k_repack;
+  t.vec_dot_repack_gemm[size_t(GgmlType::Q2_K)] = vec_dot_q2_k_repack_gemm;
   t.add_scaled_f16 = add_scaled_f16;
   t.dot_f16_rows = dot_f16_rows;
   t.silu_blocks = silu_blocks;

@@ -36,6 +36,8 @@ void add_avx2_kernels(KernelTable& t) {
   dot(GgmlType::Q6_K, avx2::vec_dot_q6_k);
   t.vec_dot_repack[size_t(GgmlType::Q4_K)] = avx2::vec_dot_q4_k_repack;
   t.vec_dot_repack_gemm[size_t(GgmlType::Q4_K)] = avx2::vec_dot_q4_k_repack_gemm;
+  t.vec_dot_repack[size_t(GgmlType::Q2_K)] = avx2::vec_dot_q2_k_repack;
+  t.vec_dot_repack_gemm[size_t(GgmlType::Q2_K)] = avx2::vec_dot_q2_k_repack_gemm;
   // x8 only where it measured faster than two x4 calls (sluice bench kernels --tokens 64): Q3_K,
   // whose weight unpacking is the costliest; Q2_K and Q6_K lose to register pressure.
   auto multi = [](VecDotMultiFn (&slot)[kTypeSlots][3], GgmlType type, VecDotMultiFn x2, VecDotMultiFn x4,
@@ -75,6 +77,9 @@ void add_avx2_kernels(KernelTable& t) {
   multi(t.vec_dot_repack_multi, GgmlType::Q4_K, avx2::vec_dot_q4_k_repack_x2, avx2::vec_dot_q4_k_repack_x4);
   multi(t.vec_dot_repack_gemm_multi, GgmlType::Q4_K, avx2::vec_dot_q4_k_repack_gemm_x2,
         avx2::vec_dot_q4_k_repack_gemm_x4);
+  multi(t.vec_dot_repack_multi, GgmlType::Q2_K, avx2::vec_dot_q2_k_repack_x2, avx2::vec_dot_q2_k_repack_x4);
+  multi(t.vec_dot_repack_gemm_multi, GgmlType::Q2_K, avx2::vec_dot_q2_k_repack_gemm_x2,
+        avx2::vec_dot_q2_k_repack_gemm_x4);
 }
 
 }  // namespace sluice::kernels::cpu

@@ -107,7 +107,9 @@ size_t tile_pack_bytes(GgmlType type, int64_t n_cols, int64_t n_tokens) {
 
 }  // namespace
 
-bool ggml_repacks(GgmlType type, int64_t n_rows) { return type == GgmlType::Q4_K && n_rows % 8 == 0; }
+bool ggml_repacks(GgmlType type, int64_t n_rows) {
+  return (type == GgmlType::Q4_K || type == GgmlType::Q2_K) && n_rows % 8 == 0;
+}
 
 size_t matmul_scratch_bytes(GgmlType weight_type, int64_t n_cols, int64_t n_tokens, unsigned n_threads) {
   const size_t act = size_t(ggml_row_bytes(vec_dot_type(weight_type), uint64_t(n_cols))) * size_t(n_tokens);

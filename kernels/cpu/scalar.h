@@ -63,6 +63,8 @@ float vec_dot_q3_k(const void* w, const void* act, int64_t n);
 float vec_dot_q4_k(const void* w, const void* act, int64_t n);
 float vec_dot_q4_k_repack(const void* w, const void* act, int64_t n);
 float vec_dot_q4_k_repack_gemm(const void* w, const void* act, int64_t n);
+float vec_dot_q2_k_repack(const void* w, const void* act, int64_t n);
+float vec_dot_q2_k_repack_gemm(const void* w, const void* act, int64_t n);
 float vec_dot_q5_k(const void* w, const void* act, int64_t n);
 float vec_dot_q6_k(const void* w, const void* act, int64_t n);
 

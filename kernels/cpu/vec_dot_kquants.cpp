@@ -126,6 +126,47 @@ float q4_k_repack_order(const void* w, const void* act, int64_t n) {
 
 }  // namespace
 
+namespace {
+
+// llama.cpp repacks Q2_K matrices on AVX-512 CPUs (block_q2_Kx8, the reference build's CPU) and
+// sums them like Q4_K's repacked kernels: the exact weighted integer sum and min sum of a group
+// of 16-value sub-blocks each go into one float by one fma into their own accumulator, and the
+// min accumulator is subtracted once at the end. The GEMV's group is the whole super-block (16
+// sub-blocks), the 4-row GEMM's a half (8 sub-blocks, 128 values).
+template <int kGroup>
+float q2_k_repack_order(const void* w, const void* act, int64_t n) {
+  const auto* x = static_cast<const BlockQ2_K*>(w);
+  const auto* y = static_cast<const BlockQ8_K*>(act);
+  float acc = 0.0f, acc_min = 0.0f;
+  for (int64_t i = 0; i < n / kQK_K; ++i) {
+    const float d = fp16_to_f32(x[i].d) * y[i].d;
+    const float dmin = fp16_to_f32(x[i].dmin) * y[i].d;
+    for (int g = 0; g < 16; g += kGroup) {
+      int isum = 0, summs = 0;
+      for (int j = g; j < g + kGroup; ++j) {
+        // Sub-block j: values 16j .. 16j+15, bits 2*((j / 2) % 4) of qs[32 * (j / 8) + 16 * (j % 2) + l].
+        const uint8_t* q2 = x[i].qs + 32 * (j / 8) + 16 * (j % 2);
+        const int shift = 2 * ((j / 2) % 4);
+        const int8_t* q8 = y[i].qs + 16 * j;
+        int s = 0;
+        for (int l = 0; l < 16; ++l) s += ((q2[l] >> shift) & 3) * q8[l];
+        isum += (x[i].scales[j] & 0xF) * s;
+        summs += (x[i].scales[j] >> 4) * y[i].bsums[j];
+      }
+      acc = std::fma(float(isum), d, acc);
+      acc_min = std::fma(float(summs), dmin, acc_min);
+    }
+  }
+  return acc - acc_min;
+}
+
+}  // namespace
+
+float vec_dot_q2_k_repack(const void* w, const void* act, int64_t n) { return q2_k_repack_order<16>(w, act, n); }
+float vec_dot_q2_k_repack_gemm(const void* w, const void* act, int64_t n) {
+  return q2_k_repack_order<8>(w, act, n);
+}
+
 float vec_dot_q4_k_repack(const void* w, const void* act, int64_t n) { return q4_k_repack_order<8>(w, act, n); }
 float vec_dot_q4_k_repack_gemm(const void* w, const void* act, int64_t n) {
   return q4_k_repack_order<2>(w, act, n);

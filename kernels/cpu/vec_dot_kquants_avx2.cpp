@@ -307,66 +307,103 @@ void vec_dot_q6_k_x4(const void* w, const void* act, size_t stride, int64_t n, f
 
 namespace {
 
+// Q2_K's 16 sub-block scales (low nibbles) as int16.
+inline __m256i q2_k_scales(__m128i sc_bytes) {
+  return _mm256_cvtepu8_epi16(_mm_and_si128(sc_bytes, _mm_set1_epi8(0x0F)));
+}
+
+// Adds half `half` of Q2_K block i (values 128 * half .. +127, sub-blocks 8 * half .. +7) dotted
+// with each row's activations into sumi[t]'s 8 int32 lanes, lane k holding bytes 4k .. 4k+3 of
+// each of its four 32-value groups, as ggml's AVX2 vec_dot lays them out. Integer sums, exact.
+template <int NT>
+inline void add_q2_k_half(const BlockQ2_K& xb, const BlockQ8_K* const* y, int64_t i, __m256i all_scales, int half,
+                          __m256i* sumi) {
+  const __m256i m3 = _mm256_set1_epi8(0x03);
+  const __m256i ones16 = _mm256_set1_epi16(1);
+  const __m256i q2 = load32(xb.qs + 32 * half);
+  const __m256i sc =
+      duplicate_lanes(half == 0 ? _mm256_castsi256_si128(all_scales) : _mm256_extracti128_si256(all_scales, 1));
+  for (int s = 0; s < 4; s += 2) {
+    const __m256i v0 = _mm256_and_si256(_mm256_srl_epi16(q2, _mm_cvtsi32_si128(2 * s)), m3);
+    const __m256i v1 = _mm256_and_si256(_mm256_srl_epi16(q2, _mm_cvtsi32_si128(2 * s + 2)), m3);
+    const __m256i sv0 = _mm256_mullo_epi16(v0, pair_scales(sc, s));
+    const __m256i sv1 = _mm256_mullo_epi16(v1, pair_scales(sc, s + 1));
+    for (int t = 0; t < NT; ++t) {
+      const __m256i p0 = _mm256_maddubs_epi16(sv0, load32(y[t][i].qs + 128 * half + 32 * s));
+      const __m256i p1 = _mm256_maddubs_epi16(sv1, load32(y[t][i].qs + 128 * half + 32 * s + 32));
+      sumi[t] = _mm256_add_epi32(sumi[t], _mm256_madd_epi16(_mm256_add_epi16(p0, p1), ones16));
+    }
+  }
+}
+
 // Q2_K's values (0..3) times their 4-bit scales (0..15) fit a byte, so the scale is multiplied
 // into the weights once per 32 values (one 16-bit multiply: no product carries into the next
 // byte) for all NT rows, and each row's two maddubs of a 64-value pair of groups are added as
 // int16 (|sum| <= 2 * 2 * 45 * 127) before one widening madd. Every int32 lane ends with the
 // same integer as the scale-per-madd form ggml uses, so the float rounding is unchanged.
+// The float steps are ggml's AVX2 vec_dot's: one 8-lane accumulator per row that takes, per
+// super-block, first the fma of -d_y * dmin with the 8 lanes of min products (mins[2k] *
+// bsums[2k] + mins[2k+1] * bsums[2k+1] in lane k), then the fma of d_y * d with the 8 lanes of
+// scaled sums; one horizontal sum at the end.
 template <int NT>
 void q2_k_dots(const void* w, const void* act, size_t act_stride, int64_t n, float* out) {
   const auto* x = static_cast<const BlockQ2_K*>(w);
   const BlockQ8_K* y[NT];
   for (int t = 0; t < NT; ++t) y[t] = act_row<BlockQ8_K>(act, act_stride, t);
-  const __m256i m3 = _mm256_set1_epi8(0x03);
-  const __m256i ones16 = _mm256_set1_epi16(1);
   __m256 acc[NT];
-  float mins_sum[NT];
-  __m128 mins_sum4 = _mm_setzero_ps();  // NT == 4: the four rows' mins_sum as lanes, reduced together
-  for (int t = 0; t < NT; ++t) {
-    acc[t] = _mm256_setzero_ps();
-    mins_sum[t] = 0.0f;
-  }
+  for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
   for (int64_t i = 0; i < n / kQK_K; ++i) {
     const float xd = half_to_f32(x[i].d), xdmin = half_to_f32(x[i].dmin);
-    // Min term: 16 4-bit mins times Q8_K's per-16 sums; mins_sum += (d_y * dmin) * sum, one fma.
     const __m128i sc_bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x[i].scales));
     const __m256i mins =
         _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sc_bytes, 4), _mm_set1_epi8(0x0F)));
-    auto min_products = [&](int t) {
-      return _mm256_madd_epi16(mins, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[t][i].bsums)));
-    };
-    if constexpr (NT == 4) {
-      const __m128i m4 = hsum4_i32(min_products(0), min_products(1), min_products(2), min_products(3));
-      const __m128 dy = _mm_set_ps(y[3][i].d, y[2][i].d, y[1][i].d, y[0][i].d);
-      mins_sum4 = _mm_fmadd_ps(_mm_mul_ps(dy, _mm_set1_ps(xdmin)), _mm_cvtepi32_ps(m4), mins_sum4);
-    } else {
-      for (int t = 0; t < NT; ++t)
-        mins_sum[t] = std::fma(y[t][i].d * xdmin, float(hsum_i32(min_products(t))), mins_sum[t]);
+    for (int t = 0; t < NT; ++t) {
+      const __m256i prod = _mm256_madd_epi16(mins, load32(y[t][i].bsums));
+      acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(-y[t][i].d * xdmin), _mm256_cvtepi32_ps(prod), acc[t]);
     }
     __m256i sumi[NT];
     for (int t = 0; t < NT; ++t) sumi[t] = _mm256_setzero_si256();
-    const __m256i all_scales = _mm256_cvtepu8_epi16(_mm_and_si128(sc_bytes, _mm_set1_epi8(0x0F)));
-    for (int half = 0; half < 2; ++half) {
-      const __m256i q2 = load32(x[i].qs + 32 * half);
-      const __m256i sc = duplicate_lanes(half == 0 ? _mm256_castsi256_si128(all_scales)
-                                                   : _mm256_extracti128_si256(all_scales, 1));
-      for (int s = 0; s < 4; s += 2) {
-        const __m256i v0 = _mm256_and_si256(_mm256_srl_epi16(q2, _mm_cvtsi32_si128(2 * s)), m3);
-        const __m256i v1 = _mm256_and_si256(_mm256_srl_epi16(q2, _mm_cvtsi32_si128(2 * s + 2)), m3);
-        const __m256i sv0 = _mm256_mullo_epi16(v0, pair_scales(sc, s));
-        const __m256i sv1 = _mm256_mullo_epi16(v1, pair_scales(sc, s + 1));
-        for (int t = 0; t < NT; ++t) {
-          const __m256i p0 = _mm256_maddubs_epi16(sv0, load32(y[t][i].qs + 128 * half + 32 * s));
-          const __m256i p1 = _mm256_maddubs_epi16(sv1, load32(y[t][i].qs + 128 * half + 32 * s + 32));
-          sumi[t] = _mm256_add_epi32(sumi[t], _mm256_madd_epi16(_mm256_add_epi16(p0, p1), ones16));
-        }
-      }
-    }
+    const __m256i all_scales = q2_k_scales(sc_bytes);
+    for (int half = 0; half < 2; ++half) add_q2_k_half<NT>(x[i], y, i, all_scales, half, sumi);
     for (int t = 0; t < NT; ++t)
       acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(y[t][i].d * xd), _mm256_cvtepi32_ps(sumi[t]), acc[t]);
   }
-  if constexpr (NT == 4) _mm_storeu_ps(mins_sum, mins_sum4);
-  for (int t = 0; t < NT; ++t) out[t] = hsum(acc[t]) - mins_sum[t];
+  for (int t = 0; t < NT; ++t) out[t] = hsum(acc[t]);
+}
+
+// The orders of llama.cpp's repacked Q2_K GEMV (kHalvesPerGroup 2: per super-block) and 4-row
+// GEMM (1: per 128-value half); see the scalar q2_k_repack_order. The integer part is
+// q2_k_dots', summed to one exact int per group; the min products of the group likewise.
+template <int kHalvesPerGroup, int NT>
+void q2_k_repack_dots(const void* w, const void* act, size_t act_stride, int64_t n, float* out) {
+  const auto* x = static_cast<const BlockQ2_K*>(w);
+  const BlockQ8_K* y[NT];
+  for (int t = 0; t < NT; ++t) y[t] = act_row<BlockQ8_K>(act, act_stride, t);
+  float acc[NT], acc_min[NT];
+  for (int t = 0; t < NT; ++t) acc[t] = acc_min[t] = 0.0f;
+  for (int64_t i = 0; i < n / kQK_K; ++i) {
+    const float xd = half_to_f32(x[i].d), xdmin = half_to_f32(x[i].dmin);
+    const __m128i sc_bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x[i].scales));
+    const __m256i mins =
+        _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sc_bytes, 4), _mm_set1_epi8(0x0F)));
+    // Lane k: the min products of sub-blocks 2k and 2k+1 (lanes 0..3 the first half).
+    alignas(32) int32_t min_lanes[NT][8];
+    for (int t = 0; t < NT; ++t)
+      _mm256_store_si256(reinterpret_cast<__m256i*>(min_lanes[t]), _mm256_madd_epi16(mins, load32(y[t][i].bsums)));
+    const __m256i all_scales = q2_k_scales(sc_bytes);
+    for (int g = 0; g < 2; g += kHalvesPerGroup) {
+      __m256i sumi[NT];
+      for (int t = 0; t < NT; ++t) sumi[t] = _mm256_setzero_si256();
+      for (int half = g; half < g + kHalvesPerGroup; ++half) add_q2_k_half<NT>(x[i], y, i, all_scales, half, sumi);
+      for (int t = 0; t < NT; ++t) {
+        int group_mins = 0;
+        for (int k = 4 * g; k < 4 * (g + kHalvesPerGroup); ++k) group_mins += min_lanes[t][k];
+        acc[t] = std::fma(float(hsum_i32(sumi[t])), xd * y[t][i].d, acc[t]);
+        acc_min[t] = std::fma(float(group_mins), xdmin * y[t][i].d, acc_min[t]);
+      }
+    }
+  }
+  for (int t = 0; t < NT; ++t) out[t] = acc[t] - acc_min[t];
 }
 
 template <int NT>
@@ -420,6 +457,24 @@ void q3_k_dots(const void* w, const void* act, size_t act_stride, int64_t n, flo
 float vec_dot_q2_k(const void* w, const void* act, int64_t n) { return one_row<q2_k_dots<1>>(w, act, n); }
 void vec_dot_q2_k_x2(const void* w, const void* act, size_t stride, int64_t n, float* out) { q2_k_dots<2>(w, act, stride, n, out); }
 void vec_dot_q2_k_x4(const void* w, const void* act, size_t stride, int64_t n, float* out) { q2_k_dots<4>(w, act, stride, n, out); }
+float vec_dot_q2_k_repack(const void* w, const void* act, int64_t n) {
+  return one_row<q2_k_repack_dots<2, 1>>(w, act, n);
+}
+float vec_dot_q2_k_repack_gemm(const void* w, const void* act, int64_t n) {
+  return one_row<q2_k_repack_dots<1, 1>>(w, act, n);
+}
+void vec_dot_q2_k_repack_x2(const void* w, const void* act, size_t stride, int64_t n, float* out) {
+  q2_k_repack_dots<2, 2>(w, act, stride, n, out);
+}
+void vec_dot_q2_k_repack_x4(const void* w, const void* act, size_t stride, int64_t n, float* out) {
+  q2_k_repack_dots<2, 4>(w, act, stride, n, out);
+}
+void vec_dot_q2_k_repack_gemm_x2(const void* w, const void* act, size_t stride, int64_t n, float* out) {
+  q2_k_repack_dots<1, 2>(w, act, stride, n, out);
+}
+void vec_dot_q2_k_repack_gemm_x4(const void* w, const void* act, size_t stride, int64_t n, float* out) {
+  q2_k_repack_dots<1, 4>(w, act, stride, n, out);
+}
 float vec_dot_q3_k(const void* w, const void* act, int64_t n) { return one_row<q3_k_dots<1>>(w, act, n); }
 void vec_dot_q3_k_x2(const void* w, const void* act, size_t stride, int64_t n, float* out) { q3_k_dots<2>(w, act, stride, n, out); }
 void vec_dot_q3_k_x4(const void* w, const void* act, size_t stride, int64_t n, float* out) { q3_k_dots<4>(w, act, stride, n, out); }

@@ -217,9 +217,10 @@ void q6_k_dots(const void* w, const void* act, size_t act_stride, int64_t n, flo
   for (int t = 0; t < NT; ++t) out[t] = hsum(acc[t]);
 }
 
-// The AVX2 Q2_K order. The 4-bit scales are multiplied into the 2-bit values (a byte each, no
-// carry between bytes), so one vpdpbusd per 64 values and row adds the scaled products straight
-// into int32 lanes.
+// The AVX2 Q2_K order (ggml's: the min products fma'd into the same 8 float lanes first, then the
+// scaled sums). The 4-bit scales are multiplied into the 2-bit values (a byte each, no carry
+// between bytes), so one vpdpbusd per 64 values and row adds the scaled products straight into
+// int32 lanes.
 template <int NT>
 void q2_k_dots(const void* w, const void* act, size_t act_stride, int64_t n, float* out) {
   const auto* x = static_cast<const BlockQ2_K*>(w);
@@ -227,18 +228,15 @@ void q2_k_dots(const void* w, const void* act, size_t act_stride, int64_t n, flo
   for (int t = 0; t < NT; ++t) y[t] = act_row<BlockQ8_K>(act, act_stride, t);
   const __m512i m3 = _mm512_set1_epi8(0x03);
   __m256 acc[NT];
-  float mins_sum[NT];
-  for (int t = 0; t < NT; ++t) {
-    acc[t] = _mm256_setzero_ps();
-    mins_sum[t] = 0.0f;
-  }
+  for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
   for (int64_t i = 0; i < n / kQK_K; ++i) {
     const float xd = half_to_f32(x[i].d), xdmin = half_to_f32(x[i].dmin);
     const __m128i sc_bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x[i].scales));
     const __m256i mins = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sc_bytes, 4), _mm_set1_epi8(0x0F)));
     for (int t = 0; t < NT; ++t) {
       const __m256i bsums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[t][i].bsums));
-      mins_sum[t] = std::fma(y[t][i].d * xdmin, float(avx2::hsum_i32(_mm256_madd_epi16(mins, bsums))), mins_sum[t]);
+      acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(-y[t][i].d * xdmin), _mm256_cvtepi32_ps(_mm256_madd_epi16(mins, bsums)),
+                               acc[t]);
     }
     const __m512i sc = _mm512_castsi256_si512(_mm256_cvtepu8_epi16(_mm_and_si128(sc_bytes, _mm_set1_epi8(0x0F))));
     __m512i sumi[NT];
@@ -256,7 +254,7 @@ void q2_k_dots(const void* w, const void* act, size_t act_stride, int64_t n, flo
     for (int t = 0; t < NT; ++t)
       acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(y[t][i].d * xd), _mm256_cvtepi32_ps(fold(sumi[t])), acc[t]);
   }
-  for (int t = 0; t < NT; ++t) out[t] = hsum(acc[t]) - mins_sum[t];
+  for (int t = 0; t < NT; ++t) out[t] = hsum(acc[t]);
 }
 
 // The AVX2 Q3_K order: signed values -4..3 as |v| times the activation with v's sign moved onto
