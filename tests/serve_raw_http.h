@@ -12,11 +12,13 @@
 
 #include <cctype>
 #include <chrono>
+#include <filesystem>
 #include <functional>
 #include <map>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 namespace sluice::test {
@@ -152,6 +154,38 @@ inline RawResponse raw_request(int port, const std::string& request, std::chrono
   if (!c.ok() || !c.send(request)) return {};
   const std::vector<RawResponse> rs = parse_responses(c.read_to_close(timeout));
   return rs.empty() ? RawResponse{} : rs.front();
+}
+
+// Probes that retry: a loaded machine may answer late, a server that refuses does not answer
+// well at all. `tries` attempts on fresh connections, `gap` apart; true on the first success.
+inline bool health_answers(int port, int tries = 15, std::chrono::milliseconds gap = std::chrono::milliseconds(200)) {
+  for (int i = 0; i < tries; ++i) {
+    if (raw_request(port, "GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", std::chrono::seconds(10)).status == 200)
+      return true;
+    std::this_thread::sleep_for(gap);
+  }
+  return false;
+}
+
+// A valid greedy completion of 4 tokens gets 200 with 4 completion tokens and non-empty text.
+inline bool completion_succeeds(int port, int tries = 15, std::chrono::milliseconds gap = std::chrono::milliseconds(200)) {
+  const std::string body = R"({"prompt":"Once upon a time","max_tokens":4,"temperature":0})";
+  for (int i = 0; i < tries; ++i) {
+    const RawResponse r = raw_request(port, http_post("/v1/completions", body, "Connection: close\r\n"), std::chrono::seconds(60));
+    if (r.status == 200 && r.body.find("\"completion_tokens\":4") != std::string::npos &&
+        r.body.find("\"text\":\"\"") == std::string::npos)
+      return true;
+    std::this_thread::sleep_for(gap);
+  }
+  return false;
+}
+
+// Open descriptors of a process (entries of /proc/PID/fd); -1 when it cannot be read.
+inline long open_descriptors(pid_t pid) {
+  std::error_code ec;
+  long n = 0;
+  for (std::filesystem::directory_iterator it("/proc/" + std::to_string(pid) + "/fd", ec), end; !ec && it != end; it.increment(ec)) ++n;
+  return ec ? -1 : n;
 }
 
 }  // namespace sluice::test

@@ -71,25 +71,23 @@ TEST_CASE("sluice serve answers 400 to JSON nested past its depth limit in any f
 }
 
 TEST_CASE("sluice serve refuses bodies past --max-body in both transfer encodings, within its memory") {
-  const std::string budget = "48M";
-  const long long budget_bytes = 48ll << 20;
-  ServeProcess server({"-m", model_path(), "--chat-template", "chatml", "--parallel", "1", "-c", "256",
-                       "--budget", budget, "--max-body", "1M"});
-  // A sanitizer's runtime (shadow memory, quarantine) is in the RSS too: there the check is on
-  // the growth from start-up instead of the absolute figure.
+  // The default --max-body (1 MiB). The server's peak resident memory (VmHWM, read here from
+  // /proc) may grow during the attack by what one body up to the limit costs, and no more: a
+  // server that kept decoding a chunked body past the limit would pass the bound within the
+  // 256 MiB the client offers.
+  ServeProcess server({"-m", model_path(), "--chat-template", "chatml", "--parallel", "1", "-c", "256"});
   const bool sanitized = read_text("/proc/" + std::to_string(server.pid()) + "/maps").find("libasan") != std::string::npos;
-  const long long start_peak = server.peak_rss();
-  // Content-Length over the limit: 413 at once, before any body byte is sent.
+  // The first request (below) warms the paths every request takes; the growth is counted after it.
+  // Content-Length over the limit: 413 before any body byte is sent (none is).
   {
     RawConn c(server.port());
-    const auto t0 = std::chrono::steady_clock::now();
     REQUIRE(c.send("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 300000000\r\n\r\n"));
-    const auto rs = parse_responses(c.read_until([](const std::string& s) { return !parse_responses(s).empty(); }, 5s));
+    const auto rs = parse_responses(c.read_until([](const std::string& s) { return !parse_responses(s).empty(); }, 30s));
     REQUIRE(rs.size() == 1);
     CHECK(rs[0].status == 413);
     CHECK(error_message(rs[0]).find("--max-body") != std::string::npos);
-    CHECK(std::chrono::steady_clock::now() - t0 < 1s);
   }
+  const long long start_peak = server.peak_rss();
   // A chunked body of up to 256 MiB in 64 KiB chunks: 413 while it is still arriving.
   RawConn c(server.port());
   REQUIRE(c.send("POST /v1/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"));
@@ -125,11 +123,13 @@ TEST_CASE("sluice serve refuses bodies past --max-body in both transfer encoding
   CHECK(rs[0].status == 413);
   CHECK(sent < (16u << 20));
   const long long peak = server.peak_rss();
-  MESSAGE("peak RSS ", peak >> 20, " MiB (", start_peak >> 20, " MiB after start-up) against a budget of ", budget,
-          std::string(sanitized ? " (sanitizer build)" : ""));
-  CHECK(peak > 0);
-  if (sanitized) CHECK(peak - start_peak <= (64ll << 20));
-  else CHECK(peak <= budget_bytes + (64ll << 20));
+  // One 1 MiB body grows its string through doubling (about 2 MiB of capacity, 4 MiB of
+  // allocations that a sanitizer's quarantine keeps), plus read buffers.
+  const long long allowed = (sanitized ? 24ll : 12ll) << 20;
+  MESSAGE("peak RSS ", peak >> 20, " MiB, ", (peak - start_peak) >> 10, " KiB over the peak before the chunked body (allowed ",
+          allowed >> 20, " MiB)", std::string(sanitized ? " (sanitizer build)" : ""));
+  CHECK(start_peak > 0);
+  CHECK(peak - start_peak <= allowed);
   check_healthy(server);
 }
 
@@ -157,11 +157,70 @@ TEST_CASE("sluice serve answers pipelined requests on one connection, in order")
   CHECK((rs[5].headers.count("connection") ? rs[5].headers.at("connection") : "") == "close");
 }
 
+TEST_CASE("sluice serve answers HEAD on GET routes, absolute-form targets, and Prometheus metrics with TYPE lines") {
+  ServeProcess server({"-m", model_path(), "--chat-template", "chatml", "--parallel", "1", "-c", "256"});
+  // HEAD: GET's status and Content-Length, no body; the connection goes on to the next request.
+  RawConn c(server.port());
+  REQUIRE(c.send("HEAD /health HTTP/1.1\r\nHost: x\r\n\r\nGET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"));
+  const std::string raw = c.read_to_close(30s);
+  const size_t second = raw.find("HTTP/1.1", 1);
+  REQUIRE(second != std::string::npos);
+  const std::string head = raw.substr(0, second);
+  const auto get = parse_responses(raw.substr(second));
+  REQUIRE(get.size() == 1);
+  CHECK(get[0].status == 200);
+  CHECK(!get[0].body.empty());
+  CHECK(head.rfind("HTTP/1.1 200 ", 0) == 0);
+  CHECK(head.find("Content-Length: " + std::to_string(get[0].body.size()) + "\r\n") != std::string::npos);
+  CHECK(head.find("\r\n\r\n") == head.size() - 4);  // no body bytes after HEAD's head
+  RawConn post_head(server.port());
+  REQUIRE(post_head.send("HEAD /v1/completions HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"));
+  const std::string post_head_raw = post_head.read_to_close(30s);
+  CHECK(post_head_raw.rfind("HTTP/1.1 405 ", 0) == 0);
+  CHECK(post_head_raw.find("\r\n\r\n") == post_head_raw.size() - 4);
+
+  // Absolute form (RFC 9112 3.2.2), with a port and a query, and without a path.
+  for (const std::string target : {"http://127.0.0.1/health", "HTTP://localhost:8080/health?x=1", "http://x"}) {
+    CAPTURE(target);
+    const RawResponse r = raw_request(server.port(), "GET " + target + " HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    CHECK(r.status == (target == "http://x" ? 404 : 200));
+  }
+  const RawResponse models = raw_request(server.port(), "GET http://127.0.0.1/v1/models HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+  CHECK(models.status == 200);
+  CHECK(models.body.find("\"list\"") != std::string::npos);
+
+  // Prometheus text format: every sample has HELP and TYPE lines; counts are integers.
+  REQUIRE(completion_succeeds(server.port()));
+  const RawResponse m = raw_request(server.port(), "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+  REQUIRE(m.status == 200);
+  size_t samples = 0;
+  for (size_t at = 0; at < m.body.size();) {
+    const size_t eol = m.body.find('\n', at);
+    const std::string line = m.body.substr(at, eol - at);
+    at = eol == std::string::npos ? m.body.size() : eol + 1;
+    if (line.empty() || line[0] == '#') continue;
+    ++samples;
+    const std::string name = line.substr(0, line.find(' '));
+    const std::string value = line.substr(line.find(' ') + 1);
+    CAPTURE(line);
+    const std::string type = name.ends_with("_total") ? "counter" : "gauge";
+    CHECK(m.body.find("# TYPE " + name + " " + type + "\n") != std::string::npos);
+    CHECK(m.body.find("# HELP " + name + " ") != std::string::npos);
+    if (name.ends_with("_tokens_total") || name.starts_with("sluice_requests_") || name == "sluice_steps_total")
+      CHECK(value.find_first_not_of("0123456789") == std::string::npos);
+  }
+  CHECK(samples >= 20);
+  CHECK(m.body.find("\nsluice_requests_finished_total 1\n") != std::string::npos);
+}
+
 TEST_CASE("sluice serve answers 405 on a route's other method, streams raw to HTTP/1.0, and names API fields") {
   ServeProcess server({"-m", model_path(), "--chat-template", "chatml", "--parallel", "1", "-c", "256"});
   const RawResponse get = raw_request(server.port(), "GET /v1/completions HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
   CHECK(get.status == 405);
   CHECK((get.headers.count("allow") ? get.headers.at("allow") : "") == "POST");
+  const RawResponse post_health = raw_request(server.port(), http_post("/health", "{}", "Connection: close\r\n"));
+  CHECK(post_health.status == 405);
+  CHECK((post_health.headers.count("allow") ? post_health.headers.at("allow") : "") == "GET, HEAD");
   const RawResponse none = raw_request(server.port(), "GET /v1/nothing HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
   CHECK(none.status == 404);
 

@@ -3,10 +3,12 @@
 // health, metrics) over one Engine whose requests run together by continuous batching
 // (app/serve_scheduler.h). HTTP comes from the front in tools/http/ (bounded connections,
 // deadlines and body limits; see tools/http/server.h), JSON from nlohmann-json.
+#include <charconv>
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <string_view>
 #include <thread>
 
 #include <cxxopts.hpp>
@@ -184,30 +186,37 @@ void handle_generate(Server& s, const http::Request& req, http::Responder& out, 
   }
 }
 
+// Prometheus text format (version 0.0.4): HELP and TYPE lines, counts as exact integers (a
+// double with %.6g loses digits past a million), rates and seconds as shortest round-trip reals.
 std::string metrics_text(Server& s) {
   const core::SchedulerMetrics m = s.scheduler->metrics();
   const double up = std::chrono::duration<double>(std::chrono::steady_clock::now() - s.started).count();
   std::string out;
-  auto put = [&](const char* name, const char* help, double v) {
-    char buf[64];
-    std::snprintf(buf, sizeof buf, "%.6g", v);
-    out += std::string("# HELP ") + name + " " + help + "\n" + name + " " + buf + "\n";
+  auto head = [&](const char* name, const char* help, const char* type) {
+    out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " " + type + "\n";
   };
-  auto put_count = [&](const char* name, const char* help, uint64_t v) {  // exact, whatever its size
-    out += std::string("# HELP ") + name + " " + help + "\n" + name + " " + std::to_string(v) + "\n";
+  auto count = [&](const char* name, const char* help, uint64_t v) {
+    head(name, help, std::string_view(name).ends_with("_total") ? "counter" : "gauge");
+    out += std::string(name) + " " + std::to_string(v) + "\n";
+  };
+  auto put = [&](const char* name, const char* help, double v) {
+    head(name, help, std::string_view(name).ends_with("_total") ? "counter" : "gauge");
+    char buf[64];
+    const auto end = std::to_chars(buf, buf + sizeof buf, v).ptr;  // shortest text that reads back as v
+    out += std::string(name) + " " + std::string(buf, end) + "\n";
   };
   const double lookups = static_cast<double>(m.cache_hits + m.cache_misses);
-  put("sluice_requests_finished_total", "requests that ran to the end", static_cast<double>(m.requests_finished));
-  put("sluice_requests_cancelled_total", "requests cancelled (client gone, or cut short at shutdown)", static_cast<double>(m.requests_cancelled));
-  put("sluice_requests_rejected_total", "requests refused with 503 (queue full)", static_cast<double>(m.requests_rejected));
-  put("sluice_requests_active", "requests holding a slot", static_cast<double>(m.active));
-  put("sluice_queue_depth", "requests waiting for a slot", static_cast<double>(m.queue_depth));
-  put_count("sluice_prompt_tokens_total", "prompt tokens admitted", m.prompt_tokens);
-  put_count("sluice_prompt_tokens_cached_total", "prompt tokens reused from a slot's KV cache, not prefilled",
-            m.prompt_tokens_cached);
-  put("sluice_generated_tokens_total", "tokens generated", static_cast<double>(m.generated_tokens));
-  put("sluice_steps_total", "batched forward passes", static_cast<double>(m.steps));
-  put("sluice_decode_steps_total", "passes with decode tokens only", static_cast<double>(m.decode_steps));
+  count("sluice_requests_finished_total", "requests that ran to the end", m.requests_finished);
+  count("sluice_requests_cancelled_total", "requests cancelled (client gone, or cut short at shutdown)", m.requests_cancelled);
+  count("sluice_requests_rejected_total", "requests refused with 503 (queue full)", m.requests_rejected);
+  count("sluice_requests_active", "requests holding a slot", m.active);
+  count("sluice_queue_depth", "requests waiting for a slot", m.queue_depth);
+  count("sluice_prompt_tokens_total", "prompt tokens admitted", m.prompt_tokens);
+  count("sluice_prompt_tokens_cached_total", "prompt tokens reused from a slot's KV cache, not prefilled",
+        m.prompt_tokens_cached);
+  count("sluice_generated_tokens_total", "tokens generated", m.generated_tokens);
+  count("sluice_steps_total", "batched forward passes", m.steps);
+  count("sluice_decode_steps_total", "passes with decode tokens only", m.decode_steps);
   put("sluice_decode_batch_mean", "tokens per decode-only pass",
       m.decode_steps ? static_cast<double>(m.decode_tokens) / static_cast<double>(m.decode_steps) : 0);
   put("sluice_decode_tokens_per_second", "aggregate decode tok/s over decode-only passes",
@@ -216,13 +225,13 @@ std::string metrics_text(Server& s) {
       m.decode_tokens ? static_cast<double>(m.decode_bytes_read) / static_cast<double>(m.decode_tokens) : 0);
   put("sluice_tokens_per_expert_read", "routed (token, expert) pairs per distinct expert, per MoE layer of decode passes",
       m.distinct_experts ? static_cast<double>(m.routed_pairs) / static_cast<double>(m.distinct_experts) : 0);
-  put("sluice_decode_tokens_total", "tokens generated by decode-only passes", static_cast<double>(m.decode_tokens));
+  count("sluice_decode_tokens_total", "tokens generated by decode-only passes", m.decode_tokens);
   put("sluice_decode_seconds_total", "time in decode-only passes", m.decode_seconds);
-  put("sluice_decode_bytes_read_total", "expert bytes read during decode-only passes", static_cast<double>(m.decode_bytes_read));
-  put("sluice_routed_pairs_total", "routed (token, expert) pairs in decode-only passes", static_cast<double>(m.routed_pairs));
-  put("sluice_distinct_experts_total", "distinct experts per MoE layer, summed over decode-only passes", static_cast<double>(m.distinct_experts));
+  count("sluice_decode_bytes_read_total", "expert bytes read during decode-only passes", m.decode_bytes_read);
+  count("sluice_routed_pairs_total", "routed (token, expert) pairs in decode-only passes", m.routed_pairs);
+  count("sluice_distinct_experts_total", "distinct experts per MoE layer, summed over decode-only passes", m.distinct_experts);
   put("sluice_cache_hit_rate", "expert cache hits / lookups", lookups > 0 ? static_cast<double>(m.cache_hits) / lookups : 0);
-  put("sluice_cache_bytes_read_total", "bytes read into the expert cache", static_cast<double>(m.cache_bytes_read));
+  count("sluice_cache_bytes_read_total", "bytes read into the expert cache", m.cache_bytes_read);
   put("sluice_uptime_seconds", "seconds since start", up);
   return out;
 }
@@ -359,12 +368,10 @@ int cmd_serve(int argc, char** argv) {
                engine.describe_model().c_str(), engine.describe_budget().c_str(), chat.name().c_str(),
                static_cast<long long>(parallel), static_cast<long long>(scheduler.n_ctx()));
   std::fprintf(stderr,
-               "sluice serve: request memory outside the budget: at most %zu request bodies of --max-body %.1f MiB "
-               "(%.1f MiB) and %zu connections of %zu KiB heads (%.1f MiB); header timeout %.1f s\n",
-               so.workers, static_cast<double>(so.limits.max_body) / mib,
-               static_cast<double>(so.workers * so.limits.max_body) / mib,
-               so.max_connections, so.limits.max_head / 1024,
-               static_cast<double>(so.max_connections * 2 * so.limits.max_head) / mib,
+               "sluice serve: request memory outside the budget: at most %zu connections, each with a request "
+               "body of --max-body %.1f MiB and a %zu KiB head (%.1f MiB); header timeout %.1f s\n",
+               so.max_connections, static_cast<double>(so.limits.max_body) / mib, so.limits.max_head / 1024,
+               static_cast<double>(so.max_connections) * (static_cast<double>(so.limits.max_body) + 2.0 * static_cast<double>(so.limits.max_head)) / mib,
                std::chrono::duration<double>(so.head_timeout).count());
   std::fprintf(stderr, "sluice serve: listening on http://%s:%d\n", so.host.c_str(), svr.port());
   std::fflush(stderr);

@@ -35,6 +35,20 @@ bool has_token(std::string_view value, std::string_view token) {
   return false;
 }
 
+// The path of a request target: origin form ("/p?q") or absolute form ("http://host:1/p?q",
+// which RFC 9112 3.2.2 says a server must accept); the query is dropped.
+std::string path_of(std::string_view target) {
+  const size_t scheme_end = target.find("://");
+  if (scheme_end != std::string_view::npos && scheme_end > 0 && target.front() != '/' &&
+      (lower(target.substr(0, scheme_end)) == "http" || lower(target.substr(0, scheme_end)) == "https")) {
+    target.remove_prefix(scheme_end + 3);
+    const size_t path_at = target.find_first_of("/?");
+    target = path_at == std::string_view::npos ? std::string_view() : target.substr(path_at);
+    if (target.empty() || target.front() == '?') return "/";
+  }
+  return std::string(target.substr(0, target.find('?')));
+}
+
 }  // namespace
 
 const std::string* Request::header(std::string_view lower_name) const {
@@ -137,7 +151,7 @@ bool RequestParser::parse_head() {
   else if (version == "HTTP/1.0") req_.minor_version = 0;
   else if (version.substr(0, 5) == "HTTP/") return fail(505, "only HTTP/1.0 and HTTP/1.1 are served"), false;
   else return fail(400, "malformed request line"), false;
-  req_.path = req_.target.substr(0, req_.target.find('?'));
+  req_.path = path_of(req_.target);
 
   if (lines.size() - 1 > limits_.max_headers)
     return fail(431, "the request has more than " + std::to_string(limits_.max_headers) + " headers"), false;

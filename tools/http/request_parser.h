@@ -29,7 +29,7 @@ struct Limits {
 };
 
 struct Request {
-  std::string method, target, path;  // path: the target without its query
+  std::string method, target, path;  // path: the target without its query (and scheme and host, in absolute form)
   int minor_version = 1;             // HTTP/1.minor
   std::vector<std::pair<std::string, std::string>> headers;  // names lower-case, values trimmed
   std::string body;

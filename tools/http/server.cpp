@@ -7,6 +7,7 @@
 #include <netinet/tcp.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -32,7 +33,10 @@ struct Server::Conn {
   std::string in;  // read, not parsed yet (pipelined bytes after a request stay here)
   std::string out;
   size_t out_at = 0;
-  bool keep_after_write = true, reserved = false;
+  bool keep_after_write = true;
+  // The reply answers a request whose head was malformed (400, 501, 505) and that announced no
+  // body: once the reply is out, nothing more is expected from the client.
+  bool head_error = false;
   const Route* route = nullptr;
   uint32_t events = 0;  // registered with epoll; 0: not registered
   Clock::time_point head_deadline, body_start, write_deadline, linger_deadline;
@@ -120,6 +124,7 @@ void Server::run() {
     for (auto it = conns_.begin(); it != conns_.end();) {  // closed ones go now that no event names them
       if (it->second->phase == Conn::Phase::closed) {
         ::close(it->first);
+        --closing_;
         it = conns_.erase(it);
       } else {
         ++it;
@@ -137,7 +142,10 @@ void Server::accept_all() {
     }
     const int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);  // stream tokens go out at once
-    if (conns_.size() >= options_.max_connections) {
+    // A connection whose reply is out and that only waits for the client's close is dropped
+    // before a new client is refused.
+    if (conns_.size() - closing_ >= options_.max_connections) evict_draining();
+    if (conns_.size() - closing_ >= options_.max_connections) {
       Reply r{503, "application/json",
               error_body_(503, "the server has " + std::to_string(options_.max_connections) +
                                    " connections open, its limit; retry later"),
@@ -167,10 +175,16 @@ void Server::watch(Conn& c, uint32_t events) {
 
 void Server::close_conn(Conn& c) {
   if (c.phase == Conn::Phase::closed) return;
-  if (c.reserved) pool_->release();
-  c.reserved = false;
   watch(c, 0);
   c.phase = Conn::Phase::closed;  // the descriptor closes after this round of events
+  ++closing_;
+}
+
+void Server::evict_draining() {
+  Conn* oldest = nullptr;
+  for (auto& [fd, c] : conns_)
+    if (c->phase == Conn::Phase::draining && (!oldest || c->linger_deadline < oldest->linger_deadline)) oldest = c.get();
+  if (oldest) close_conn(*oldest);
 }
 
 void Server::on_event(Conn& c, uint32_t events) {
@@ -208,7 +222,14 @@ void Server::advance(Conn& c) {
     const S before = c.parser.state();
     c.in.erase(0, c.parser.feed(c.in));
     const S now = c.parser.state();
-    if (now == S::error) return fail(c, c.parser.error_status(), c.parser.error_message());
+    if (now == S::error) {
+      // Once the reply is written the loop's first step closes the connection (at once, or
+      // after a short linger when the client may still be sending).
+      const int st = c.parser.error_status();
+      c.head_error = (st == 400 || st == 501 || st == 505) && !c.parser.request().has_body;
+      fail(c, st, c.parser.error_message());
+      continue;
+    }
     if (before == S::head && now != S::head) {
       on_head(c);
       continue;
@@ -227,16 +248,16 @@ void Server::on_head(Conn& c) {
   c.phase = Conn::Phase::body;
   const auto it = routes_.find(r.path);
   const bool post = r.method == "POST";
-  if (it != routes_.end() && ((post && it->second.post) || (r.method == "GET" && it->second.get))) {
+  const bool get = r.method == "GET" || r.method == "HEAD";  // HEAD: GET's answer without its body
+  if (it != routes_.end() && ((post && it->second.post) || (get && it->second.get))) {
     c.route = &it->second;
     if (!post) {
       c.parser.keep_body(false);  // GET routes take no body: counted, dropped
       return;
     }
     if (stopping_) return fail(c, 503, "the server is shutting down");
-    if (!pool_->try_reserve())
-      return fail(c, 503, "all " + std::to_string(pool_->size()) + " request workers are busy; retry later");
-    c.reserved = true;
+    // No worker is taken yet: the loop reads the body (bounded by --max-body and the body
+    // rate), so a client that sends a head and then nothing holds a connection, never a worker.
     if (r.expect_continue) {
       static constexpr char kContinue[] = "HTTP/1.1 100 Continue\r\n\r\n";
       (void)!::send(c.fd, kContinue, sizeof kContinue - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
@@ -248,7 +269,7 @@ void Server::on_head(Conn& c) {
     rep.status = 404;
     rep.body = error_body_(404, "no route " + r.method + " " + r.path);
   } else {
-    const std::string allow = it->second.post ? "POST" : "GET";
+    const std::string allow = it->second.post ? "POST" : "GET, HEAD";
     rep.status = 405;
     rep.body = error_body_(405, r.path + " takes " + allow + ", not " + r.method);
     rep.headers.emplace_back("Allow", allow);
@@ -268,9 +289,17 @@ void Server::on_complete(Conn& c) {
     }
     return reply(c, rep, r.keep_alive);
   }
+  // A worker is taken only now that the body is complete; the body has been read, so a 503
+  // here leaves the connection usable.
+  if (stopping_) return reply(c, Reply{503, "application/json", error_body_(503, "the server is shutting down"), {}}, false);
+  if (!pool_->try_reserve())
+    return reply(c,
+                 Reply{503, "application/json",
+                       error_body_(503, "all " + std::to_string(pool_->size()) + " request workers are busy; retry later"),
+                       {{"Retry-After", "1"}}},
+                 r.keep_alive);
   // The worker owns the connection until it hands it back.
   c.phase = Conn::Phase::busy;
-  c.reserved = false;  // the job holds the reservation now
   watch(c, 0);
   ++busy_;
   Conn* conn = &c;
@@ -313,9 +342,11 @@ void Server::take_back_returned() {
 }
 
 void Server::reply(Conn& c, const Reply& r, bool keep_alive) {
-  if (c.reserved) pool_->release();
-  c.reserved = false;
-  c.out = serialize(r, keep_alive && !stopping_);
+  // A HEAD request gets the head GET would (Content-Length included), never a body.
+  if (c.parser.request().method == "HEAD")
+    c.out = serialize_head(r.status, r.content_type, r.headers, keep_alive && !stopping_, static_cast<long long>(r.body.size()));
+  else
+    c.out = serialize(r, keep_alive && !stopping_);
   c.out_at = 0;
   c.keep_after_write = keep_alive;
   c.phase = Conn::Phase::writing;
@@ -346,10 +377,14 @@ void Server::flush(Conn& c) {
 }
 
 void Server::linger(Conn& c) {
-  if (c.reserved) pool_->release();
-  c.reserved = false;
   ::shutdown(c.fd, SHUT_WR);
   if (stopping_) return close_conn(c);
+  // Nothing the client sent is left unread: closing now cannot reset the reply away, and the
+  // descriptor is free at once (a burst of malformed requests must not hold descriptors).
+  // (A request that failed later, or with a body outstanding, lingers: its client may still be
+  // sending, and a close with unread bytes would reset the connection under the reply.)
+  int pending = 0;
+  if (c.head_error && c.in.empty() && ::ioctl(c.fd, FIONREAD, &pending) == 0 && pending == 0) return close_conn(c);
   c.phase = Conn::Phase::draining;
   c.linger_deadline = Clock::now() + kLinger;
   watch(c, EPOLLIN | EPOLLRDHUP);

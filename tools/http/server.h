@@ -11,26 +11,32 @@
 // hundred lines over poll/epoll that do exactly what serve needs.
 //
 // The event loop (run()) owns every connection that is not running a handler:
-//   - accept: at most max_connections open; past that a connection gets 503 and is closed. The
-//     listen backlog equals max_connections.
+//   - accept: at most max_connections open; at the limit a connection that only lingers (its
+//     reply is out) is closed first, and if there is none the new connection gets 503 and is
+//     closed. The listen backlog equals max_connections.
 //   - head: must be complete within head_timeout of the connection's start or of the end of its
 //     previous response (an absolute deadline, not per read); else 408 and close (an idle
 //     keep-alive connection is just closed). Heads are bounded by Limits (431).
-//   - routes: GET routes are answered by the loop itself (cheap handlers: health, models,
-//     metrics), so they work while every worker is busy; a known path with another method gets
-//     405 with Allow, an unknown path 404.
-//   - POST routes: a worker is reserved when the head is read (none free: 503 at once, before
-//     the body), then the body is read by the loop: Content-Length over --max-body gets 413 at
-//     once; chunked bodies are counted while decoded, 413 as soon as they pass it. The body must
-//     keep an average of min_body_rate after a head_timeout grace, else 408.
-//   - the complete request goes to its worker, which writes the response (whole or streamed)
+//   - routes: GET routes (and HEAD on them: the same head, no body) are answered by the loop
+//     itself (cheap handlers: health, models, metrics), so they work while every worker is busy;
+//     a known path with another method gets 405 with Allow, an unknown path 404. Targets may be
+//     in origin form (/health) or absolute form (http://host/health).
+//   - POST routes: the loop reads the body, holding no worker: Content-Length over --max-body
+//     gets 413 at once; chunked bodies are counted while decoded, 413 as soon as they pass it.
+//     The body must keep an average of min_body_rate after a head_timeout grace, else 408. So a
+//     client that sends a head and no body, or trickles its body, holds one connection and at
+//     most max_body bytes, never a worker.
+//   - a worker is taken when the body is complete (none free: 503, the connection stays usable);
+//     the complete request goes to its worker, which writes the response (whole or streamed)
 //     through a Responder and gives the connection back with any pipelined bytes already read;
 //     the loop then parses the next request, so pipelined requests are answered in order.
-//   - errors that end a connection (4xx with an unread body, timeouts) close it lingering: the
-//     reply is written, the write side shut, and what the client still sends is read and dropped
-//     for up to a second, so that the reply is not lost to a reset.
-// Memory: request bodies in memory are bounded by workers x max_body; heads and read buffers by
-// max_connections x (max_head + 16 KiB).
+//   - an error reply always ends the connection once written: a malformed head (400/501/505)
+//     with nothing more sent is closed at once; other errors (4xx with an unread body,
+//     timeouts) close lingering: the write side is shut and what the client still sends is
+//     read and dropped until it closes, for up to a second, so that the reply is not lost to a
+//     reset. A lingering connection is the first to go when the connection limit is reached.
+// Memory: request bodies in memory are bounded by max_connections x max_body; heads and read
+// buffers by max_connections x (max_head + 16 KiB).
 // Shutdown: stop() (any thread) closes the listener and idle connections at once; handlers see
 // stopping(), and cut_now() after the grace, and must then finish their response quickly; run()
 // returns when every handler has.
@@ -101,6 +107,7 @@ class Server {
   void after_response(Conn& c);
   void linger(Conn& c);
   void close_conn(Conn& c);
+  void evict_draining();  // at the connection limit: close the lingering connection closest to its end
   void watch(Conn& c, uint32_t events);
   void check_deadlines();
   void take_back_returned();
@@ -111,6 +118,7 @@ class Server {
   int listen_fd_ = -1, epoll_fd_ = -1, wake_fd_ = -1, port_ = 0;
   std::map<std::string, Route> routes_;
   std::map<int, std::unique_ptr<Conn>> conns_;
+  size_t closing_ = 0;  // connections in conns_ closed this round (their descriptors go at its end)
   size_t busy_ = 0;  // connections a worker holds
   StopSignal stop_;
   bool stopping_ = false;  // loop thread's view

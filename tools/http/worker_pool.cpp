@@ -23,11 +23,6 @@ bool WorkerPool::try_reserve() {
   return true;
 }
 
-void WorkerPool::release() {
-  std::lock_guard lock(mu_);
-  --reserved_;
-}
-
 void WorkerPool::run(std::function<void()> job, std::function<void()> then) {
   {
     std::lock_guard lock(mu_);

@@ -1,7 +1,7 @@
 // A fixed pool of worker threads for sluice serve's front. The event loop reserves a worker when
-// a request's head is read (before its body is, so bodies in memory are bounded by
-// workers x --max-body); a reservation that cannot be had is answered 503 at once. A reserved
-// worker always exists for the job that follows, so the job queue never grows past the pool.
+// a request is complete (its body read), and runs the request on it at once; a reservation that
+// cannot be had is answered 503. A reserved worker always exists for the job that follows, so the
+// job queue never grows past the pool.
 #pragma once
 
 #include <condition_variable>
@@ -22,9 +22,8 @@ class WorkerPool {
   WorkerPool& operator=(const WorkerPool&) = delete;
 
   size_t size() const { return threads_.size(); }
-  // Event loop thread only: reserve, then either run() the job or release().
+  // Event loop thread only: reserve, then run() the job.
   bool try_reserve();
-  void release();
   // Uses a reservation: runs `job` on a worker, ends the reservation, then runs `then` (which may
   // hand the connection back, so a pipelined request finds the worker free again).
   void run(std::function<void()> job, std::function<void()> then);
