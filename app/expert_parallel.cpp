@@ -148,7 +148,11 @@ ExpertParallel::~ExpertParallel() {
 }
 
 ExpertExchange& ExpertParallel::exchange() { return *exchange_; }
-ExchangeStats ExpertParallel::stats() const { return exchange_->stats(); }
+ExchangeStats ExpertParallel::stats() const {
+  ExchangeStats s = exchange_->stats();
+  s.computed = exchange_->computed();
+  return s;
+}
 
 void ExpertParallel::broadcast(std::span<std::byte> bytes) {
   if (bytes.size() > static_cast<size_t>(INT_MAX)) throw Error(ErrorCode::internal, "broadcast of more than 2 GiB");

@@ -42,6 +42,7 @@ struct ExchangeStats {
   uint64_t bytes_received = 0;  // the other ranks' rows
   double seconds = 0;           // in begin() and finish() (includes waiting for slower ranks)
   double wait_seconds = 0;      // of which in finish()'s MPI_Wait (what the overlap did not hide)
+  ComputedExperts computed;     // what this rank's MoE layers computed (its share of the experts)
 };
 
 class ExpertParallel {

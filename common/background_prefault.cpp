@@ -12,7 +12,10 @@ namespace {
 // Eight huge pages: small enough that the threads stay just ahead of the reader, large enough
 // that the madvise calls cost nothing next to the zeroing.
 constexpr uint64_t kChunkBytes = 8 * kHugePageBytes;
+std::atomic<uint64_t> g_faulted_bytes{0};
 }  // namespace
+
+uint64_t BackgroundPrefault::faulted_bytes() { return g_faulted_bytes.load(std::memory_order_relaxed); }
 
 BackgroundPrefault::BackgroundPrefault(std::span<std::byte> region, unsigned threads) : region_(region) {
   if (region.empty()) return;
@@ -43,6 +46,7 @@ void BackgroundPrefault::run() {
     // madvise wants a page-aligned start; the page holding `first` is the region's own.
     const uintptr_t page_lo = lo / 4096 * 4096;
     if (::madvise(reinterpret_cast<void*>(page_lo), hi - page_lo, MADV_POPULATE_WRITE) != 0) return;
+    g_faulted_bytes.fetch_add(hi - page_lo, std::memory_order_relaxed);
   }
 }
 

@@ -1,13 +1,19 @@
 // BackgroundPrefault (common/background_prefault.h) faults a fresh region in on its own threads
-// without changing a byte that a reader already put there.
+// without changing a byte that a reader already put there, and both model loaders run one over
+// their weight arena while they read.
 #include <doctest/doctest.h>
 #include <sys/mman.h>
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <string>
 #include <vector>
 
 #include "common/background_prefault.h"
+#include "core/kimi_k3/kimi_k3_model.h"
+#include "core/llama/model.h"
+#include "tests/test_support.h"
 
 namespace {
 
@@ -22,7 +28,31 @@ uint64_t resident_pages(std::byte* p, uint64_t bytes) {
   return n;
 }
 
+// Whether `load` ran a prefault that faulted pages in. The prefault threads race the reader and
+// stop when it is done, so one small load may end before a thread has taken its first chunk:
+// a few tries, and any one that faults a chunk is proof.
+bool load_prefaults(const std::function<void()>& load) {
+  for (int attempt = 0; attempt < 10; ++attempt) {
+    const uint64_t before = sluice::BackgroundPrefault::faulted_bytes();
+    load();
+    const uint64_t faulted = sluice::BackgroundPrefault::faulted_bytes() - before;
+    if (faulted > 0) {
+      MESSAGE("attempt " << attempt + 1 << ": " << faulted << " bytes faulted in by the load's prefault");
+      return true;
+    }
+  }
+  return false;
+}
+
 }  // namespace
+
+TEST_CASE("loading a llama-family or kimi-k3 model in core faults its weight arena in on the prefault threads") {
+  const auto ref = sluice::test::reference_dir();
+  const std::string ds2 = (ref / "tiny/deepseek2/deepseek2-f16.gguf").string();
+  CHECK(load_prefaults([&] { (void)sluice::core::Model::load(ds2); }));
+  const std::string k3 = (ref / "kimi-k3/kimi-k3-f16.gguf").string();
+  CHECK(load_prefaults([&] { (void)sluice::core::KimiK3Model::load(k3); }));
+}
 
 TEST_CASE("BackgroundPrefault makes a fresh region resident and keeps bytes already written") {
   const uint64_t bytes = 64ull << 20;

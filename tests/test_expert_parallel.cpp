@@ -1,7 +1,8 @@
 // Expert parallelism across processes (`mpirun -np N sluice run ... --expert-parallel`,
 // app/expert_parallel.h): on the three llama-family reference models (1, 2 and 3 ranks) and on
 // kimi-k3 (2 and 3 ranks) they give one process's greedy tokens and logits bit for bit, with every
-// expert in core and with a streaming cache at --cache-experts 25%. The runs really launch mpirun (Open MPI, scripts/setup); a missing
+// expert in core and with a streaming cache at --cache-experts 25%, each rank computing exactly the
+// (token, slot) rows of the experts it owns (its "rank R of N" line). The runs really launch mpirun (Open MPI, scripts/setup); a missing
 // mpirun is a failure. Built without MPI (CMake found none, or a sanitizer build, which leaves MPI
 // out: Open MPI leaks at exit under LeakSanitizer), the flag is refused with one line instead.
 #include <doctest/doctest.h>
@@ -38,9 +39,38 @@ std::string prompt_ids(const std::string& arch) { return prompt_ids_in(tiny(arch
 
 namespace {
 
+// Beyond equal logits: each rank computed exactly its share of the routed experts. A rank's
+// (token, slot) rows must be the routed rows of the experts it owns (expert e -> rank e mod N),
+// counted from a profile of the one-process run, so a rank computing every expert, or another
+// rank's, is seen; the ranks' expert products add up to the same total for every N (each
+// (forward, layer, expert) computed once across the job); streaming ranks read, in-core ones do not.
+void check_rank_work(const RunOutput& ep, int np, const std::string& mode, const sluice::cache::ExpertProfile& routed,
+                     const std::vector<int>& moe_block, uint64_t& products_of_job) {
+  const std::vector<RankWork> work = rank_work(ep.err, np);
+  const std::vector<uint64_t> rows = expected_rows(routed, moe_block, sluice::core::ExpertPartition{np, 0, 0, {}});
+  uint64_t products = 0;
+  for (int r = 0; r < np; ++r) {
+    const RankWork& w = work[static_cast<size_t>(r)];
+    CAPTURE(r);
+    CHECK(w.rows == rows[static_cast<size_t>(r)]);
+    CHECK(w.products > 0);
+    CHECK(w.products <= w.rows);
+    if (mode == "--in-core") CHECK(w.bytes_read == 0);
+    else CHECK(w.bytes_read > 0);
+    products += w.products;
+  }
+  if (products_of_job == 0) products_of_job = products;
+  CHECK(products == products_of_job);
+}
+
 void check_rank_counts(const fs::path& model, const std::string& ids, std::initializer_list<int> nps) {
+  const ScopedTempDir dir("expert_parallel_profile");
+  const std::string profile = (dir.path() / "routing.profile").string();
+  const std::vector<int> moe_block = moe_blocks(model);
   for (const std::string mode : {"--in-core", "--cache-experts 25%"}) {
-    const RunOutput one = run_logits(model, ids, 0, mode);
+    const RunOutput one = run_logits(model, ids, 0, mode + " --profile-out '" + profile + "'");
+    const sluice::cache::ExpertProfile routed = sluice::cache::parse_profile(read_text(profile), profile);
+    uint64_t products_of_job = 0;
     for (int np : nps) {
       const RunOutput ep = run_logits(model, ids, np, mode);
       CAPTURE(model);
@@ -49,6 +79,7 @@ void check_rank_counts(const fs::path& model, const std::string& ids, std::initi
       CHECK(ep.text == one.text);
       CHECK(ep.logits.size() == one.logits.size());
       CHECK_MESSAGE(ep.logits == one.logits, "logits differ from one process's");
+      check_rank_work(ep, np, mode, routed, moe_block, products_of_job);
     }
   }
 }

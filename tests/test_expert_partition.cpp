@@ -1,7 +1,8 @@
 // The balanced expert partition (`--expert-parallel --expert-partition PROFILE`,
 // core/experts/expert_partition.h): every expert owned exactly once, each rank the static count
 // and an even share of the use mass, the same table on every rank; bad profiles are one clear
-// error; and under mpirun the balanced split keeps one process's logits bit for bit.
+// error; and under mpirun the balanced split keeps one process's logits bit for bit, each rank
+// computing the (token, slot) rows, and reading the bytes, of the experts the table gives it.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -13,7 +14,9 @@
 
 #include "cache/trace.h"
 #include "common/error.h"
+#include "core/architectures.h"
 #include "core/experts/expert_partition.h"
+#include "io/pread_reader.h"
 #include "tests/mpirun_support.h"
 #include "tests/test_support.h"
 
@@ -161,18 +164,47 @@ fs::path record_profile(const fs::path& model, const fs::path& json, const fs::p
   return profile;
 }
 
+// Under mpirun -np 2 (a budget that caches every expert, no prefetch, so each routed expert is
+// read exactly once, by its owner; `--cache-experts 100%` would not do: a rank's share of the
+// arena does not hold all its experts where a layer mixes expert sizes, as kimi-k3's Q6_K downs do) and -np 3 (a streaming cache at 25%): one process's tokens and logits, and
+// each rank computed the rows, and at -np 2 read the bytes, of the experts the balanced table gives
+// it. The rows differ from what e mod N would give each rank (so a rank that ignored
+// --expert-partition is seen); the bytes need not (each rank owns the static count of experts).
 void check_balanced(const fs::path& model, const fs::path& json) {
   const fs::path dir = test::temp_dir("expert_partition_mpi");
   const fs::path profile = record_profile(model, json, dir);
   const std::string ids = ids_of(json, false);
-  const std::string mode = "--cache-experts 25%";
-  const test::RunOutput one = test::run_logits(model, ids, 0, mode);
-  for (int np : {2, 3}) {
-    const test::RunOutput ep = test::run_logits(model, ids, np, mode, "--expert-partition '" + profile.string() + "'");
+  const std::vector<int> moe_block = test::moe_blocks(model);
+  core::ExpertGeometry geometry;
+  {
+    io::PreadReader reader(model.string());
+    geometry = core::architecture_for(core::GgufFile::parse(reader)).plan(reader, core::ArchLoadOptions{})->expert_geometry();
+  }
+  const cache::ExpertProfile partition_profile = core::read_partition_profile(profile.string());
+  for (const auto& [np, mode] : {std::pair<int, std::string>{2, "--budget 1G --prefetch-depth 0"},
+                                 std::pair<int, std::string>{3, "--cache-experts 25%"}}) {
     CAPTURE(model);
     CAPTURE(np);
+    // The one process's routing on the scored prompt: the rows each rank must compute.
+    const fs::path scored = dir / "scored.profile";
+    const test::RunOutput one = test::run_logits(model, ids, 0, mode + " --profile-out '" + scored.string() + "'");
+    const cache::ExpertProfile routed = cache::parse_profile(test::read_text(scored), scored.string());
+    const test::RunOutput ep = test::run_logits(model, ids, np, mode, "--expert-partition '" + profile.string() + "'");
     CHECK(ep.text == one.text);
     CHECK_MESSAGE(ep.logits == one.logits, "logits differ from one process's");
+    const core::ExpertPartition balanced = core::balanced_partition(partition_profile, geometry, np, 0, profile.string());
+    const core::ExpertPartition by_id{np, 0, 0, {}};
+    const std::vector<uint64_t> rows = test::expected_rows(routed, moe_block, balanced);
+    REQUIRE(rows != test::expected_rows(routed, moe_block, by_id));
+    const std::vector<uint64_t> bytes = test::expected_read_bytes(model, routed, moe_block, balanced);
+    const bool reads_exact = mode.find("--budget") != std::string::npos;
+    const std::vector<test::RankWork> work = test::rank_work(ep.err, np);
+    for (int r = 0; r < np; ++r) {
+      CAPTURE(r);
+      CHECK(work[static_cast<size_t>(r)].rows == rows[static_cast<size_t>(r)]);
+      if (reads_exact) CHECK(work[static_cast<size_t>(r)].bytes_read == bytes[static_cast<size_t>(r)]);
+      else CHECK(work[static_cast<size_t>(r)].bytes_read > 0);
+    }
   }
   fs::remove_all(dir);
 }

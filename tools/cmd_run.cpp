@@ -299,6 +299,7 @@ int cmd_run(int argc, char** argv) {
                prompt.size(), prompt_s, prompt.size() / std::max(prompt_s, 1e-9), static_cast<long long>(g.generated), gen_s,
                static_cast<double>(g.generated) / std::max(gen_s, 1e-9));
   stats.summary(gen_s);
+  if (ep) std::fprintf(stderr, "sluice run: %s\n", describe_rank_work(*ep, engine).c_str());
   if (leader) routing.write("run");
   if (const std::string faults = engine.describe_faults(); !faults.empty())
     std::fprintf(stderr, "sluice run: %s\n", faults.c_str());

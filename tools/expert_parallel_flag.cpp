@@ -23,6 +23,16 @@ std::unique_ptr<core::ExpertParallel> join_expert_parallel(const cxxopts::ParseR
   return ep;
 }
 
+std::string describe_rank_work(const core::ExpertParallel& ep, core::Engine& engine) {
+  const core::ComputedExperts c = ep.stats().computed;
+  const uint64_t read = engine.cache() ? engine.cache()->stats().total.bytes_read : 0;
+  char buf[200];
+  std::snprintf(buf, sizeof buf, "rank %d of %d: computed %llu expert products (%llu token rows), read %llu bytes of experts%s",
+                ep.rank(), ep.n_ranks(), static_cast<unsigned long long>(c.products), static_cast<unsigned long long>(c.rows),
+                static_cast<unsigned long long>(read), engine.cache() ? "" : " (experts in core)");
+  return buf;
+}
+
 void quiet_follower_stdout(const core::ExpertParallel* ep) {
   if (!ep || ep->leader()) return;
   std::fflush(stdout);

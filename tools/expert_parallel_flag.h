@@ -3,6 +3,7 @@
 
 #include <cxxopts.hpp>
 #include <memory>
+#include <string>
 
 #include "app/expert_parallel.h"
 #include "core/engine.h"
@@ -26,6 +27,10 @@ void add_expert_parallel_option(cxxopts::Options& options);
 // Error(invalid_argument) for --expert-partition without --expert-parallel.
 // Error(unsupported) in a build without MPI.
 std::unique_ptr<core::ExpertParallel> join_expert_parallel(const cxxopts::ParseResult& args, core::EngineOptions& eo);
+// One line of what this rank did, e.g. "rank 1 of 2: computed 37 expert products (212 token rows),
+// read 1234567 bytes of experts": what shows that the ranks split the work (their products and
+// rows add up to one process's, their expert reads too when nothing is evicted).
+std::string describe_rank_work(const core::ExpertParallel& ep, core::Engine& engine);
 // Rank > 0 of a job: stdout goes to /dev/null (rank 0 prints the text; every rank computes it).
 void quiet_follower_stdout(const core::ExpertParallel* ep);
 

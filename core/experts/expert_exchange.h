@@ -59,6 +59,14 @@ struct ExpertPartition {
   }
 };
 
+// What one rank's MoE layers computed: one product per (forward, layer, expert) it ran, and the
+// (token, slot) rows of those products. Ranks that split the experts report disjoint shares that
+// add up to one process's work (`sluice run --expert-parallel` prints them, one line per rank).
+struct ComputedExperts {
+  uint64_t products = 0;
+  uint64_t rows = 0;
+};
+
 class ExpertExchange {
  public:
   virtual ~ExpertExchange() = default;
@@ -70,12 +78,22 @@ class ExpertExchange {
   virtual void begin(int layer, std::span<const int32_t> ids, int64_t n_embd, std::span<float> rows,
                      std::span<float> scratch) = 0;
   virtual void finish() = 0;
+  // The session calls this once for each routed expert it computes, with the expert's rows
+  // (from the thread that runs forward(): one thread at a time, like every exchange call).
+  void note_computed(int64_t rows) {
+    computed_.products += 1;
+    computed_.rows += static_cast<uint64_t>(rows);
+  }
+  ComputedExperts computed() const { return computed_; }
   // begin() then finish(), with nothing between.
   void exchange(int layer, std::span<const int32_t> ids, int64_t n_embd, std::span<float> rows,
                 std::span<float> scratch) {
     begin(layer, ids, n_embd, rows, scratch);
     finish();
   }
+
+ private:
+  ComputedExperts computed_;
 };
 
 // An exchange among one rank (tests; `--expert-parallel` without mpirun): nothing to move.

@@ -116,6 +116,7 @@ void KimiK3Session::ffn_moe(int64_t il, int64_t n, int64_t start_pos) {
     const size_t nf = static_cast<size_t>(m * FF);
     kernels::situ({ge_.data(), nf}, {ue_.data(), nf}, c.situ_beta, c.situ_lin_beta, {ge_.data(), nf});
     matmul(w.down, ge_.data(), m, ye_.data(), MatKind::vector);
+    if (exchange_) exchange_->note_computed(m);  // the rank's share, printed per rank
     for (int64_t j = 0; j < m; ++j)
       std::memcpy(expert_out_.data() + gather_[static_cast<size_t>(j)] * LW, ye_.data() + j * LW,
                   static_cast<size_t>(LW) * sizeof(float));

@@ -79,6 +79,7 @@ void LlamaSession::ffn_moe(int64_t il, int64_t n, float* out) {
       const std::span<float> g{ge_.data(), sz(m * F)};
       kernels::swiglu(g, {ue_.data(), sz(m * F)}, g);
       matmul(w.down, ge_.data(), m, de_.data(), MatKind::vector);
+      if (exchange_) exchange_->note_computed(m);  // the rank's share, printed per rank
       for_rows(m, [&](int64_t r0, int64_t r1) {
         for (int64_t r = r0; r < r1; ++r) {
           const int64_t i = gather_[sz(r)];  // t * K + slot
