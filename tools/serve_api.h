@@ -31,6 +31,15 @@ struct ApiRequest {
   int64_t max_tokens = 0;                 // 0: not given
   std::vector<std::string> stop;
   core::SamplerOptions sampling;
+  // Agent options (parse_agent_options): top_logprobs >= 0 asks for log-probabilities (chat:
+  // `logprobs: true` with `top_logprobs: N`; completions: `logprobs: N`); include_usage adds
+  // the usage chunk to a stream (`stream_options.include_usage`).
+  int top_logprobs = -1;
+  bool include_usage = false;
+  // Tools (parse_tool_options): the model's replies are parsed for tool calls when the request
+  // declares `tools` and `tool_choice` is not "none". "required" and a named function are
+  // accepted but not enforced (no constrained decoding yet): the reply is parsed the same way.
+  bool parse_tools = false;
 };
 
 // Parses and checks a body; std::nullopt and `error` set on a bad request (status 400).
