@@ -29,6 +29,17 @@ bool Generation::wait(std::vector<int32_t>& out, std::chrono::milliseconds timeo
   cv_.wait_for(lock, timeout, [&] { return !pending_.empty() || finished_; });
   out.insert(out.end(), pending_.begin(), pending_.end());
   pending_.clear();
+  pending_logprobs_.clear();
+  return finished_;
+}
+
+bool Generation::wait(std::vector<int32_t>& out, std::vector<TokenLogprob>& logprobs, std::chrono::milliseconds timeout) {
+  std::unique_lock lock(mu_);
+  cv_.wait_for(lock, timeout, [&] { return !pending_.empty() || finished_; });
+  out.insert(out.end(), pending_.begin(), pending_.end());
+  logprobs.insert(logprobs.end(), pending_logprobs_.begin(), pending_logprobs_.end());
+  pending_.clear();
+  pending_logprobs_.clear();
   return finished_;
 }
 
@@ -42,10 +53,11 @@ std::string Generation::error() const {
   return error_;
 }
 
-void Generation::deliver(int32_t token) {
+void Generation::deliver(int32_t token, const TokenLogprob* logprob) {
   {
     std::lock_guard lock(mu_);
     pending_.push_back(token);
+    if (logprob) pending_logprobs_.push_back(*logprob);
   }
   cv_.notify_all();
 }
@@ -144,6 +156,9 @@ std::shared_ptr<Generation> Scheduler::submit(GenerationParams params) {
       throw Error(ErrorCode::invalid_argument, "token id " + std::to_string(t) + " is outside the vocabulary [0, " +
                                                    std::to_string(n_vocab_) + ")");
   Sampler check(params.sampling, n_vocab_);  // validates the options before queueing
+  if (params.top_logprobs > kMaxTopLogprobs)
+    throw Error(ErrorCode::invalid_argument, "top_logprobs " + std::to_string(params.top_logprobs) + " is above " +
+                                                 std::to_string(kMaxTopLogprobs));
   auto gen = std::make_shared<Generation>();
   gen->params_ = std::move(params);
   {
@@ -351,7 +366,12 @@ void Scheduler::step() {
     Slot& s = slots_[static_cast<size_t>(row_slot_[r])];
     const SampledToken t = s.seq.accept_logits(logits.subspan(r * static_cast<size_t>(n_vocab_), static_cast<size_t>(n_vocab_)));
     if (t.token >= 0) ++generated;
-    if (t.token >= 0 && !t.end) s.gen->deliver(t.token);
+    if (t.token >= 0 && !t.end) {
+      const int n_top = s.gen->params_.top_logprobs;
+      if (n_top >= 0) token_logprob(logits.subspan(r * static_cast<size_t>(n_vocab_), static_cast<size_t>(n_vocab_)),
+                                    t.token, n_top, s.logprob);
+      s.gen->deliver(t.token, n_top >= 0 ? &s.logprob : nullptr);
+    }
     if (s.seq.done())
       done_[n_done++] = {row_slot_[r], s.seq.reason() == StopReason::end_token ? FinishReason::stop : FinishReason::length};
   }

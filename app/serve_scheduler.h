@@ -48,6 +48,7 @@
 #include "core/engine.h"
 #include "app/generate.h"
 #include "app/sampler.h"
+#include "app/token_logprobs.h"
 #include "core/llama/session.h"
 #include "core/text/tokenizer.h"
 
@@ -59,6 +60,9 @@ struct GenerationParams {
   SamplerOptions sampling;
   bool stop_at_eog = true;  // end at the tokenizer's end-of-generation tokens (not delivered)
   bool cache_prompt = true;  // may reuse a slot's cached prefix (the request's "cache_prompt")
+  // >= 0: each delivered token comes with its log-probability and the top N (<= kMaxTopLogprobs)
+  // alternatives (app/token_logprobs.h); < 0: none are computed.
+  int top_logprobs = -1;
 };
 
 enum class FinishReason { none, stop, length, cancelled, error };
@@ -70,6 +74,9 @@ class Generation {
   // Waits up to `timeout` for tokens; moves the new ones to `out`. Returns true once the
   // request has finished and every token has been handed out.
   bool wait(std::vector<int32_t>& out, std::chrono::milliseconds timeout);
+  // The same, also moving the new tokens' log-probabilities (one per token, when the request
+  // asked for them with top_logprobs >= 0; else none) to `logprobs`.
+  bool wait(std::vector<int32_t>& out, std::vector<TokenLogprob>& logprobs, std::chrono::milliseconds timeout);
   // Ends the request at the next step: cancel() when its client is gone (or the server cuts it
   // at shutdown), counted in requests_cancelled; end_early() when the client has all it wants
   // (a stop string appeared), counted as finished.
@@ -88,12 +95,13 @@ class Generation {
 
  private:
   friend class Scheduler;
-  void deliver(int32_t token);
+  void deliver(int32_t token, const TokenLogprob* logprob = nullptr);
   void finish(FinishReason reason, std::string error = {});
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::vector<int32_t> pending_;
+  std::vector<TokenLogprob> pending_logprobs_;
   bool finished_ = false;
   FinishReason reason_ = FinishReason::none;
   std::string error_;
@@ -166,6 +174,7 @@ class Scheduler final : public RoutingObserver {
     SequenceGenerator seq;
     size_t fed = 0;             // tokens of this slot in the step being run
     std::vector<int32_t> held;  // the tokens its KV cache holds, at positions 0, 1, ... (n_ctx reserved)
+    TokenLogprob logprob;  // the last sampled token's, when the request asked (sized once)
   };
   void run();
   void admit_locked();

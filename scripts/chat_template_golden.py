@@ -43,6 +43,15 @@ CASES = [
              "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}}]},
         {"role": "tool", "content": "18 C, sunny", "name": "get_weather"},
         {"role": "user", "content": "Thanks, and unicode: \u00e9\u4e2d"}]},
+    # What sluice serve passes on for an OpenAI client's round trip: two parallel calls (content
+    # null becomes ""), then each reply as role "tool" naming its call by tool_call_id.
+    {"name": "tool replies by tool_call_id", "extra": {"tools": TOOLS}, "messages": [
+        {"role": "user", "content": "Weather in Paris and Lyon?"},
+        {"role": "assistant", "content": "", "tool_calls": [
+            {"id": "call_a", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}},
+            {"id": "call_b", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\": \"Lyon\"}"}}]},
+        {"role": "tool", "tool_call_id": "call_a", "content": "18 C, sunny"},
+        {"role": "tool", "tool_call_id": "call_b", "content": "15 C, rain"}]},
 ]
 BOS_EOS = {"Kimi-K2-Instruct": ("[BOS]", "[EOS]"), "deepseek-ai-DeepSeek-V3.1": ("<\uff5cbegin\u2581of\u2581sentence\uff5c>", "<\uff5cend\u2581of\u2581sentence\uff5c>"),
            "Qwen-Qwen3-0.6B": ("", "<|im_end|>"), "Kimi-K3": ("[BOS]", "[EOS]"), "chatml": ("", ""), "mixtral": ("<s>", "</s>")}

@@ -3,6 +3,7 @@
 // node or the package (installed by scripts/setup into tests/node) is absent.
 #include <doctest/doctest.h>
 
+#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "core/text/chat_template.h"
@@ -62,4 +63,36 @@ TEST_CASE("the openai npm client gets sluice run's greedy text, streaming and no
   if (got["plain_finish"] == "length") CHECK(text == expected);
   else CHECK(expected.rfind(text, 0) == 0);
   CHECK(!text.empty());
+}
+
+TEST_CASE("the openai npm client makes a tool-call round trip with a forced Qwen3 tool call, streaming and not") {
+  REQUIRE_MESSAGE(std::system("node --version >/dev/null 2>&1") == 0, "node is missing: run scripts/setup");
+  REQUIRE_MESSAGE(std::filesystem::exists(node_modules() / "openai"), "the openai npm package is missing: run scripts/setup");
+  const std::string model = (tiny_dir("qwen3moe") / "qwen3moe-q4_k_m.gguf").string();
+  const auto dir = temp_dir("openai-tools");
+  const auto reply = dir / "reply.txt";
+  {
+    std::ofstream f(reply, std::ios::binary);
+    f << "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>";
+  }
+  ServeProcess server({"-m", model, "--chat-template", (reference_dir() / "templates" / "Qwen-Qwen3-0.6B.jinja").string(),
+                       "--parallel", "1", "-c", "1024", "--test-reply", reply.string()});
+  const auto out = dir / "out.json";
+  const std::string cmd = "NODE_PATH=" + shell_quote(node_modules().string()) + " node " +
+                          shell_quote((std::filesystem::path(SLUICE_SOURCE_DIR) / "tests" / "openai_tools_client.cjs").string()) +
+                          " " + std::to_string(server.port()) + " qwen3moe-q4_k_m > " + shell_quote(out.string());
+  REQUIRE(std::system(cmd.c_str()) == 0);
+  const json got = json::parse(read_text(out));
+  CHECK(got["plain_finish"] == "tool_calls");
+  CHECK(got["stream_finish"] == "tool_calls");
+  REQUIRE(got["plain"]["tool_calls"].size() == 1);
+  REQUIRE(got["streamed_calls"].size() == 1);
+  for (const json& call : {got["plain"]["tool_calls"][0], got["streamed_calls"][0]}) {
+    CHECK(call["function"]["name"] == "get_weather");
+    CHECK(json::parse(call["function"]["arguments"].get<std::string>()) == json{{"city", "Paris"}});
+  }
+  CHECK(got["usage"]["completion_tokens"].get<int>() > 0);
+  CHECK(got["usage"]["total_tokens"] == got["usage"]["prompt_tokens"].get<int>() + got["usage"]["completion_tokens"].get<int>());
+  CHECK(got["logprobs"].get<int>() > 0);
+  CHECK(got["next_finish"].is_string());
 }

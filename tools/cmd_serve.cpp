@@ -7,14 +7,17 @@
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <string_view>
+#include <span>
 #include <thread>
 
 #include <cxxopts.hpp>
 
 #include "common/error.h"
 #include "common/units.h"
+#include "core/text/chat_prompt.h"
 #include "core/text/chat_template.h"
 #include "core/engine.h"
 #include "core/gguf/gguf.h"
@@ -29,6 +32,8 @@
 #include "tools/memory_flags.h"
 #include "tools/http/server.h"
 #include "tools/serve_api.h"
+#include "tools/serve_logprobs.h"
+#include "tools/serve_tool_calls.h"
 #include "tools/verify_flag.h"
 #include "io/fault_reader.h"
 #include "io/pread_reader.h"
@@ -47,6 +52,10 @@ struct Server {
   const core::ChatTemplate* chat = nullptr;
   std::string model_id, model_file;
   int64_t created = 0;
+  bool special_in_content = false;  // --special-in-content: message text may spell control tokens
+  core::ToolSyntax tool_syntax = core::ToolSyntax::json;  // the chat template's (app/tool_calls.h)
+  const ToolPieces* pieces = nullptr;
+  std::vector<int32_t> test_reply;  // --test-reply: every request's reply, as tokens
   std::atomic<uint64_t> next_id{1};
   std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
 };
@@ -75,12 +84,33 @@ const char* finish_name(core::FinishReason r, bool stopped_by_string) {
   return r == core::FinishReason::length ? "length" : "stop";
 }
 
-// Waits for the next tokens, ending the request early when the client is gone, a stop string
-// appeared, or the server's shutdown grace is over. Returns true once the request is done.
+ordered_json usage(const core::Generation& gen, int64_t n_generated) {
+  return usage_body(gen.prompt_tokens(), gen.cached_tokens(), n_generated);
+}
+
+// --test-reply (tests only): the model's tokens are replaced, one for one, by the reply's; the
+// request ends when they run out. It lets the tool-call tests force a reply a tiny random model
+// would never write.
+struct ForcedReply {
+  std::span<const int32_t> tokens;
+  size_t next = 0;
+};
+
+// Waits for the next tokens (and their log-probabilities, when asked), ending the request early
+// when the client is gone, a stop string appeared, or the server's shutdown grace is over.
+// Returns true once the request is done.
 bool next_tokens(core::Generation& gen, http::Responder& out, const core::TextStream& text, std::vector<int32_t>& toks,
-                 std::chrono::milliseconds wait) {
+                 std::vector<core::TokenLogprob>& logprobs, std::chrono::milliseconds wait, ForcedReply& forced) {
   toks.clear();
-  const bool done = gen.wait(toks, wait);
+  logprobs.clear();
+  const bool done = gen.wait(toks, logprobs, wait);
+  if (!forced.tokens.empty()) {
+    size_t kept = 0;
+    for (size_t i = 0; i < toks.size() && forced.next < forced.tokens.size(); ++i) toks[kept++] = forced.tokens[forced.next++];
+    toks.resize(kept);
+    logprobs.resize(std::min(logprobs.size(), kept));
+    if (forced.next == forced.tokens.size() && !done) gen.end_early();
+  }
   if (!done) {
     if (text.stopped()) gen.end_early();
     else if (out.client_gone() || out.cut_now()) gen.cancel();
@@ -89,13 +119,18 @@ bool next_tokens(core::Generation& gen, http::Responder& out, const core::TextSt
 }
 
 void generate_whole(Server& s, core::Generation& gen, core::TextStream& stream, http::Responder& out, const std::string& id,
-                    bool chat) {
+                    const ApiRequest& r) {
+  const bool chat = r.chat;
   std::vector<int32_t> toks;
+  std::vector<core::TokenLogprob> logprobs;
+  LogprobsWriter lp(*s.tokenizer, chat, r.top_logprobs);
+  ForcedReply forced{s.test_reply};
   int64_t n_generated = 0;
   for (;;) {
-    const bool done = next_tokens(gen, out, stream, toks, 100ms);
+    const bool done = next_tokens(gen, out, stream, toks, logprobs, 100ms, forced);
     n_generated += static_cast<int64_t>(toks.size());
-    for (int32_t t : toks) stream.push(s.tokenizer->token_to_piece(t, false));
+    for (int32_t t : toks) stream.push(s.pieces->piece(t, r.parse_tools));
+    for (const core::TokenLogprob& x : logprobs) lp.add(x);
     if (done) break;
   }
   stream.flush();
@@ -107,18 +142,28 @@ void generate_whole(Server& s, core::Generation& gen, core::TextStream& stream, 
   ordered_json choice = {{"index", 0}};
   if (chat) choice["message"] = {{"role", "assistant"}, {"content", stream.text()}};
   else choice["text"] = stream.text();
+  if (r.parse_tools) {
+    const core::ToolCallResult calls = core::parse_tool_calls(s.tool_syntax, stream.text());
+    if (calls.found) {
+      choice["message"]["content"] = calls.content.empty() ? ordered_json(nullptr) : ordered_json(calls.content);
+      choice["message"]["tool_calls"] = tool_calls_json(calls.calls, id, false);
+      finish = "tool_calls";
+    }
+  }
+  choice["logprobs"] = r.top_logprobs >= 0 ? lp.take() : ordered_json(nullptr);
   choice["finish_reason"] = finish;
   ordered_json body = {{"id", id}, {"object", chat ? "chat.completion" : "text_completion"}, {"created", s.created},
                        {"model", s.model_id}, {"choices", ordered_json::array({choice})},
-                       {"usage", usage_body(gen.prompt_tokens(), gen.cached_tokens(), n_generated)}};
+                       {"usage", usage(gen, n_generated)}};
   out.send({200, "application/json", dump(body), {}});
 }
 
 // Server-sent events; a write that fails (client gone) cancels the request. Every stream that
-// still has a client ends with a final chunk (finish_reason) and [DONE], also when cut at
-// shutdown.
+// still has a client ends with a final chunk (finish_reason), with include_usage a usage chunk
+// (empty choices), and [DONE], also when cut at shutdown.
 void generate_stream(Server& s, core::Generation& gen, core::TextStream& stream, http::Responder& out,
-                     const std::string& id, bool chat) {
+                     const std::string& id, const ApiRequest& r) {
+  const bool chat = r.chat;
   auto write = [&](const std::string& data) {
     if (out.write(data)) return true;
     gen.cancel();
@@ -128,15 +173,32 @@ void generate_stream(Server& s, core::Generation& gen, core::TextStream& stream,
   const ordered_json first = chat ? ordered_json{{"role", "assistant"}, {"content", ""}} : ordered_json("");
   if (!write(event(chunk(s, id, chat, first, nullptr)))) return;
   std::vector<int32_t> toks;
+  std::vector<core::TokenLogprob> logprobs;
+  LogprobsWriter lp(*s.tokenizer, chat, r.top_logprobs);
+  ForcedReply forced{s.test_reply};
+  core::ToolCallStream calls(s.tool_syntax);
+  core::ToolCallResult parsed;
+  int64_t n_generated = 0;
   auto idle_since = std::chrono::steady_clock::now();
   for (;;) {
-    const bool done = next_tokens(gen, out, stream, toks, 100ms);
+    const bool done = next_tokens(gen, out, stream, toks, logprobs, 100ms, forced);
+    n_generated += static_cast<int64_t>(toks.size());
     std::string text;
-    for (int32_t t : toks) text += stream.push(s.tokenizer->token_to_piece(t, false));
+    for (int32_t t : toks) text += stream.push(s.pieces->piece(t, r.parse_tools));
+    for (const core::TokenLogprob& x : logprobs) lp.add(x);
     if (done) text += stream.flush();
-    if (!text.empty()) {
+    if (r.parse_tools) {  // text that may be a tool call is held back until the reply ends
+      text = calls.push(text);
+      if (done) {
+        parsed = calls.finish();
+        text += parsed.content;  // malformed calls come back as text
+      }
+    }
+    if (!text.empty() || !lp.empty()) {
       const ordered_json d = chat ? ordered_json{{"content", text}} : ordered_json(text);
-      if (!write(event(chunk(s, id, chat, d, nullptr)))) return;
+      ordered_json c = chunk(s, id, chat, d, nullptr);
+      if (!lp.empty()) c["choices"][0]["logprobs"] = lp.take();
+      if (!write(event(c))) return;
       idle_since = std::chrono::steady_clock::now();
     } else if (!done && std::chrono::steady_clock::now() - idle_since > 1s) {
       if (!write(": keep-alive\n\n")) return;  // finds a vanished client while queued
@@ -148,7 +210,18 @@ void generate_stream(Server& s, core::Generation& gen, core::TextStream& stream,
     write(event(error_body(500, gen.error())));
   } else {
     const ordered_json d = chat ? ordered_json::object() : ordered_json("");
-    if (!write(event(chunk(s, id, chat, d, finish_name(gen.finish_reason(), stream.stopped()))))) return;
+    const char* finish = finish_name(gen.finish_reason(), stream.stopped());
+    if (parsed.found) {
+      finish = "tool_calls";
+      if (!write(event(chunk(s, id, chat, {{"tool_calls", tool_calls_json(parsed.calls, id, true)}}, nullptr)))) return;
+    }
+    if (!write(event(chunk(s, id, chat, d, finish)))) return;
+    if (r.include_usage) {
+      ordered_json u = chunk(s, id, chat, d, nullptr);
+      u["choices"] = ordered_json::array();
+      u["usage"] = usage(gen, n_generated);
+      if (!write(event(u))) return;
+    }
   }
   write("data: [DONE]\n\n");
   out.end_stream();
@@ -165,8 +238,9 @@ void handle_generate(Server& s, const http::Request& req, http::Responder& out, 
   core::GenerationParams p;
   try {
     if (chat) {
-      const std::string text = s.chat->apply(r->messages, true, r->template_extra);
-      p.prompt = s.tokenizer->encode(text, true, true);
+      p.prompt = core::encode_chat_prompt(*s.chat, *s.tokenizer, r->messages, true, r->template_extra,
+                                          s.special_in_content)
+                     .tokens;
     } else if (!r->prompt_tokens.empty()) {
       p.prompt = r->prompt_tokens;
     } else {
@@ -175,12 +249,14 @@ void handle_generate(Server& s, const http::Request& req, http::Responder& out, 
     p.max_tokens = r->max_tokens;
     p.sampling = r->sampling;
     p.cache_prompt = r->cache_prompt;
+    p.top_logprobs = r->top_logprobs;
+    if (!s.test_reply.empty()) p.stop_at_eog = false;
     auto gen = s.scheduler->submit(std::move(p));
     if (!gen) return out.send(error_reply(503, "the queue is full; retry later"));
     const std::string id = std::string(chat ? "chatcmpl-" : "cmpl-") + std::to_string(s.next_id++);
     core::TextStream stream(r->stop);
-    if (r->stream) generate_stream(s, *gen, stream, out, id, chat);
-    else generate_whole(s, *gen, stream, out, id, chat);
+    if (r->stream) generate_stream(s, *gen, stream, out, id, *r);
+    else generate_whole(s, *gen, stream, out, id, *r);
   } catch (const Error& e) {
     if (!out.responded()) out.send(error_reply(e.code() == ErrorCode::invalid_argument ? 400 : 500, e.what()));
   }
@@ -295,16 +371,19 @@ int cmd_serve(int argc, char** argv) {
       ("header-timeout", "seconds a request head may take to arrive; beyond that: 408", cxxopts::value<double>()->default_value("5"))
       ("no-cache-prompt", "prefill every prompt whole (default: a prefix held in a slot's KV cache is reused)")
       ("chat-template", "override tokenizer.chat_template: chatml, a Jinja file, or Jinja text", cxxopts::value<std::string>()->default_value(""))
+      ("special-in-content", "tokenize control-token texts in chat messages as control tokens (default: as text, so clients cannot inject role markers)")
       ("t,threads", "worker threads", cxxopts::value<unsigned>()->default_value("1"))
       ("c,ctx-size", "context per request (0: min(training context, 4096))", cxxopts::value<int64_t>()->default_value("0"))
       ("b,batch-size", "most tokens per forward pass (decode tokens + prompt chunk)", cxxopts::value<int64_t>()->default_value("512"))
       ("h,help", "show this help");
+  options.add_options("testing")("test-reply", "testing: replace every request's generated tokens with this file's text (tokenized with special tokens)",
+                                 cxxopts::value<std::string>());
   add_engine_flags(options, {.io_faults = true});
   add_expert_parallel_option(options);
   LlamaArgv llama_argv(argc, argv);
   auto args = options.parse(llama_argv.argc(), llama_argv.argv());
   if (args.count("help")) {
-    std::cout << options.help();
+    std::cout << options.help({""});
     return 0;
   }
   if (!args.count("model")) throw Error(ErrorCode::invalid_argument, "-m MODEL.gguf is required");
@@ -351,6 +430,18 @@ int cmd_serve(int argc, char** argv) {
   s.scheduler = &scheduler;
   s.tokenizer = &tokenizer;
   s.chat = &chat;
+  s.special_in_content = args.count("special-in-content") > 0;
+  s.tool_syntax = core::tool_syntax_of(chat.source());
+  const ToolPieces pieces(tokenizer, s.tool_syntax);
+  s.pieces = &pieces;
+  if (args.count("test-reply")) {
+    const std::string path = args["test-reply"].as<std::string>();
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw Error(ErrorCode::invalid_argument, "cannot read --test-reply '" + path + "'");
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    s.test_reply = tokenizer.encode(text, false, true);
+    if (s.test_reply.empty()) throw Error(ErrorCode::invalid_argument, "--test-reply '" + path + "' has no tokens");
+  }
   s.model_file = std::filesystem::path(model_path).filename().string();
   s.model_id = std::filesystem::path(model_path).stem().string();
   s.created = static_cast<int64_t>(std::time(nullptr));
@@ -364,8 +455,8 @@ int cmd_serve(int argc, char** argv) {
     svr.stop();
   });
   const double mib = 1024.0 * 1024.0;
-  std::fprintf(stderr, "sluice serve: %s\nsluice serve: %s\nsluice serve: chat template %s, %lld slots of %lld tokens\n",
-               engine.describe_model().c_str(), engine.describe_budget().c_str(), chat.name().c_str(),
+  std::fprintf(stderr, "sluice serve: %s\nsluice serve: %s\nsluice serve: chat template %s (tool calls: %s), %lld slots of %lld tokens\n",
+               engine.describe_model().c_str(), engine.describe_budget().c_str(), chat.name().c_str(), core::to_string(s.tool_syntax),
                static_cast<long long>(parallel), static_cast<long long>(scheduler.n_ctx()));
   std::fprintf(stderr,
                "sluice serve: request memory outside the budget: at most %zu connections, each with a request "

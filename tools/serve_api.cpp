@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "app/token_logprobs.h"
 #include "tools/bounded_json.h"
 
 namespace sluice::tools {
@@ -36,6 +37,70 @@ std::optional<std::string> content_text(const ordered_json& c, std::string& why)
     out += part["text"].get<std::string>();
   }
   return out;
+}
+
+// logprobs / top_logprobs and stream_options, in OpenAI's forms for each endpoint.
+std::optional<std::string> parse_agent_options(const ordered_json& j, ApiRequest& r) {
+  auto given = [&](const char* key) { return j.contains(key) && !j[key].is_null(); };
+  auto count_in = [&](const char* key, int64_t hi) {
+    return j[key].is_number_integer() && j[key].get<int64_t>() >= 0 && j[key].get<int64_t>() <= hi;
+  };
+  if (r.chat) {
+    if (given("logprobs")) {
+      if (!j["logprobs"].is_boolean()) return "'logprobs' must be true or false";
+      if (j["logprobs"].get<bool>()) r.top_logprobs = 0;
+    }
+    if (given("top_logprobs")) {
+      if (!count_in("top_logprobs", core::kMaxTopLogprobs)) return "'top_logprobs' must be an integer in [0, 20]";
+      if (r.top_logprobs < 0) return "'top_logprobs' needs 'logprobs': true";
+      r.top_logprobs = j["top_logprobs"].get<int>();
+    }
+  } else if (given("logprobs")) {
+    if (!count_in("logprobs", core::kMaxTopLogprobs)) return "'logprobs' must be an integer in [0, 20]";
+    r.top_logprobs = j["logprobs"].get<int>();
+  }
+  if (given("stream_options")) {
+    const ordered_json& o = j["stream_options"];
+    if (!o.is_object()) return "'stream_options' must be an object";
+    if (o.contains("include_usage") && !o["include_usage"].is_null()) {
+      if (!o["include_usage"].is_boolean()) return "'stream_options.include_usage' must be true or false";
+      r.include_usage = o["include_usage"].get<bool>();
+    }
+  }
+  return std::nullopt;
+}
+
+// tools: an array of {"type": "function", "function": {"name": ...}}; tool_choice: "auto",
+// "none", "required" or {"type": "function", "function": {"name": a declared tool}}.
+std::optional<std::string> parse_tool_options(const ordered_json& j, ApiRequest& r) {
+  std::vector<std::string> names;
+  const bool has_tools = j.contains("tools") && !j["tools"].is_null();
+  if (has_tools) {
+    if (!j["tools"].is_array()) return "'tools' must be an array";
+    for (const auto& t : j["tools"]) {
+      if (!t.is_object() || t.value("type", "") != "function" || !t.contains("function") || !t["function"].is_object() ||
+          !t["function"].contains("name") || !t["function"]["name"].is_string() ||
+          t["function"]["name"].get<std::string>().empty())
+        return "each of 'tools' must be {\"type\": \"function\", \"function\": {\"name\": ...}}";
+      names.push_back(t["function"]["name"]);
+    }
+  }
+  r.parse_tools = !names.empty();
+  if (!j.contains("tool_choice") || j["tool_choice"].is_null()) return std::nullopt;
+  const ordered_json& c = j["tool_choice"];
+  if (c == "none") {
+    r.parse_tools = false;
+    return std::nullopt;
+  }
+  if (names.empty()) return "'tool_choice' needs 'tools'";
+  if (c == "auto" || c == "required") return std::nullopt;
+  if (c.is_object() && c.value("type", "") == "function" && c.contains("function") && c["function"].is_object() &&
+      c["function"].contains("name") && c["function"]["name"].is_string()) {
+    if (std::find(names.begin(), names.end(), c["function"]["name"].get<std::string>()) == names.end())
+      return "'tool_choice' names '" + c["function"]["name"].get<std::string>() + "', which is not in 'tools'";
+    return std::nullopt;
+  }
+  return "'tool_choice' must be \"auto\", \"none\", \"required\" or {\"type\": \"function\", \"function\": {\"name\": ...}}";
 }
 
 }  // namespace
@@ -128,6 +193,7 @@ std::optional<ApiRequest> parse_request(const std::string& body, bool chat, ApiE
     for (const auto& x : r.stop)
       if (x.empty() || x.size() > kMaxStopBytes) return bad("each 'stop' string must have 1 to 256 bytes");
   }
+  if (auto why = parse_agent_options(j, r)) return bad(*why);
   if (chat) {
     if (!j.contains("messages") || !j["messages"].is_array() || j["messages"].empty())
       return bad("'messages' must be a non-empty array");
@@ -143,6 +209,7 @@ std::optional<ApiRequest> parse_request(const std::string& body, bool chat, ApiE
       n["content"] = *text;
       r.messages.push_back(std::move(n));
     }
+    if (auto why = parse_tool_options(j, r)) return bad(*why);
     r.template_extra = ordered_json::object();
     if (j.contains("tools") && j["tools"].is_array() && !j["tools"].empty()) r.template_extra["tools"] = j["tools"];
     if (j.contains("chat_template_kwargs") && j["chat_template_kwargs"].is_object())

@@ -32,6 +32,15 @@ struct ApiRequest {
   std::vector<std::string> stop;
   core::SamplerOptions sampling;
   bool cache_prompt = true;  // llama-server's "cache_prompt": false prefills the whole prompt
+  // Agent options (parse_agent_options): top_logprobs >= 0 asks for log-probabilities (chat:
+  // `logprobs: true` with `top_logprobs: N`; completions: `logprobs: N`); include_usage adds
+  // the usage chunk to a stream (`stream_options.include_usage`).
+  int top_logprobs = -1;
+  bool include_usage = false;
+  // Tools (parse_tool_options): the model's replies are parsed for tool calls when the request
+  // declares `tools` and `tool_choice` is not "none". "required" and a named function are
+  // accepted but not enforced (no constrained decoding yet): the reply is parsed the same way.
+  bool parse_tools = false;
 };
 
 // Parses and checks a body; std::nullopt and `error` set on a bad request (status 400).

@@ -35,6 +35,7 @@ std::string_view builtin_chat_template(std::string_view name) {
 
 ChatTemplate::ChatTemplate(std::string_view source, std::string bos, std::string eos, bool strip_bos, bool strip_eos)
     : tmpl_(std::make_shared<jinja::Template>(source)),
+      source_(source),
       bos_(std::move(bos)),
       eos_(std::move(eos)),
       strip_bos_(strip_bos),

@@ -38,12 +38,14 @@ class ChatTemplate {
   std::string apply(const nlohmann::ordered_json& messages, bool add_generation_prompt,
                     const nlohmann::ordered_json& extra = nlohmann::ordered_json::object()) const;
   const std::string& name() const { return name_; }
+  // The Jinja text (serve reads the model's tool-call syntax from it, app/tool_calls.h).
+  const std::string& source() const { return source_; }
   // One line for the user when a fallback was taken; empty otherwise.
   const std::string& notice() const { return notice_; }
 
  private:
   std::shared_ptr<const jinja::Template> tmpl_;
-  std::string bos_, eos_, name_, notice_;
+  std::string source_, bos_, eos_, name_, notice_;
   bool strip_bos_ = false, strip_eos_ = false;
 };
 

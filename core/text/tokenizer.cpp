@@ -2,6 +2,7 @@
 // (llama_vocab::impl::tokenize, token_to_piece and detokenize).
 #include "core/text/tokenizer.h"
 
+#include <algorithm>
 #include <cctype>
 
 #include "common/error.h"
@@ -23,9 +24,17 @@ struct Fragment {
 
 bool is_space(char c) { return std::isspace(static_cast<unsigned char>(c)) != 0; }
 
+// True when a special-token match [begin, end) covers one of the sorted `literal_at` offsets.
+bool covers_literal(std::span<const size_t> literal_at, size_t begin, size_t end) {
+  const auto it = std::lower_bound(literal_at.begin(), literal_at.end(), begin);
+  return it != literal_at.end() && *it < end;
+}
+
 // Cuts special-token texts out of `text`, longest first; each token is searched only in the
-// text still left between earlier cuts (llama.cpp's tokenizer_st_partition).
-std::vector<Fragment> partition(const Tokenizer::Impl& impl, std::string_view text, bool parse_special) {
+// text still left between earlier cuts (llama.cpp's tokenizer_st_partition). A control or
+// unknown token whose match covers a `literal_at` offset stays text (encode_guarded).
+std::vector<Fragment> partition(const Tokenizer::Impl& impl, std::string_view text, bool parse_special,
+                                std::span<const size_t> literal_at) {
   std::vector<Fragment> fragments;
   if (text.empty()) return fragments;
   fragments.push_back({kNullToken, 0, text.size()});
@@ -37,6 +46,8 @@ std::vector<Fragment> partition(const Tokenizer::Impl& impl, std::string_view te
     if (!parse_special && (attr & (token_attr::kControl | token_attr::kUnknown))) continue;
     const std::string_view needle = impl.text(special);
 
+    const bool guarded = !literal_at.empty() && (attr & (token_attr::kControl | token_attr::kUnknown));
+
     next.clear();
     bool changed = false;
     for (const Fragment& fragment : fragments) {
@@ -46,9 +57,14 @@ std::vector<Fragment> partition(const Tokenizer::Impl& impl, std::string_view te
       }
       size_t begin = fragment.offset;
       const size_t end = fragment.offset + fragment.length;
-      while (begin < end) {
-        const size_t match = text.substr(0, end).find(needle, begin);
+      size_t search = begin;
+      while (search < end) {
+        const size_t match = text.substr(0, end).find(needle, search);
         if (match == std::string_view::npos) break;
+        if (guarded && covers_literal(literal_at, match, match + needle.size())) {
+          search = match + 1;  // the user's text: left in the fragment, tokenized as text
+          continue;
+        }
         changed = true;
         size_t left_length = match - begin;
         if (attr & token_attr::kLstrip) {
@@ -60,6 +76,7 @@ std::vector<Fragment> partition(const Tokenizer::Impl& impl, std::string_view te
         if (attr & token_attr::kRstrip) {
           while (begin < end && is_space(text[begin])) ++begin;
         }
+        search = begin;
       }
       if (begin < end) next.push_back({kNullToken, begin, end - begin});
     }
@@ -187,9 +204,21 @@ void clean_up_spaces(std::string& s) {
 }  // namespace
 
 std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special, bool parse_special) const {
+  return encode_fragments(text, add_special, parse_special, {});
+}
+
+std::vector<int32_t> Tokenizer::encode_guarded(std::string_view text, bool add_special,
+                                               std::span<const size_t> literal_at) const {
+  if (!std::is_sorted(literal_at.begin(), literal_at.end()))
+    throw Error(ErrorCode::internal, "encode_guarded: literal offsets must be sorted");
+  return encode_fragments(text, add_special, true, literal_at);
+}
+
+std::vector<int32_t> Tokenizer::encode_fragments(std::string_view text, bool add_special, bool parse_special,
+                                                 std::span<const size_t> literal_at) const {
   const Impl& impl = *impl_;
   std::vector<int32_t> out;
-  const std::vector<Fragment> fragments = partition(impl, text, parse_special);
+  const std::vector<Fragment> fragments = partition(impl, text, parse_special, literal_at);
 
   if (add_special && impl.add_bos) out.push_back(impl.bos);
   if (impl.model == TokenizerModel::spm) {
@@ -268,5 +297,6 @@ std::string_view Tokenizer::token_text(int32_t id) const { return checked(impl_,
 float Tokenizer::token_score(int32_t id) const { return checked(impl_, id).scores[id]; }
 uint32_t Tokenizer::token_attrs(int32_t id) const { return checked(impl_, id).attrs[id]; }
 int32_t Tokenizer::find_token(std::string_view text) const { return impl_->find(text); }
+std::span<const int32_t> Tokenizer::special_tokens() const { return impl_->special_tokens; }
 
 }  // namespace sluice::core

@@ -86,6 +86,11 @@ class Tokenizer {
 
   // llama_tokenize(vocab, text, add_special, parse_special).
   std::vector<int32_t> encode(std::string_view text, bool add_special, bool parse_special) const;
+  // encode(text, add_special, true), except that a control or unknown token is not cut out where
+  // its text would cover one of the byte offsets `literal_at` (ascending): those bytes came from a
+  // user and are tokenized as text with the text around them, exactly as parse_special = false
+  // would (core/text/chat_prompt.h marks them). User-defined tokens are cut out as always.
+  std::vector<int32_t> encode_guarded(std::string_view text, bool add_special, std::span<const size_t> literal_at) const;
 
   // The bytes a token stands for, as llama_token_to_piece renders them: control and unknown
   // tokens render as their text when `special`, else as nothing; user-defined tokens as their
@@ -119,11 +124,16 @@ class Tokenizer {
   uint32_t token_attrs(int32_t id) const;
   // The id whose text is exactly `text`, or kNullToken.
   int32_t find_token(std::string_view text) const;
+  // Control, user-defined and unknown tokens, longest text first: what the special-token
+  // partition cuts out (user-defined always; control and unknown only with parse_special).
+  std::span<const int32_t> special_tokens() const;
 
   struct Impl;
 
  private:
   explicit Tokenizer(std::shared_ptr<const Impl> impl) : impl_(std::move(impl)) {}
+  std::vector<int32_t> encode_fragments(std::string_view text, bool add_special, bool parse_special,
+                                        std::span<const size_t> literal_at) const;
   std::shared_ptr<const Impl> impl_;
 };
 
