@@ -10,6 +10,7 @@
 #include "core/gguf/gguf_writer.h"
 #include "io/pread_reader.h"
 #include "kernels/quant.h"
+#include "tests/float_compare.h"
 #include "tests/model_reference.h"
 
 namespace sluice::test {
@@ -57,13 +58,6 @@ inline std::filesystem::path write_modified(SourceModel& src, const std::string&
   const auto path = temp_dir("model") / (name + ".gguf");
   w.write(path.string());
   return path;
-}
-
-inline double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
-  if (a.size() != b.size()) return INFINITY;
-  double d = 0;
-  for (size_t i = 0; i < a.size(); ++i) d = std::max(d, static_cast<double>(std::fabs(a[i] - b[i])));
-  return d;
 }
 
 }  // namespace sluice::test

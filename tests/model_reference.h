@@ -19,6 +19,7 @@
 #include "core/llama/in_core_experts.h"
 #include "kernels/quant.h"
 #include "kernels/thread_pool.h"
+#include "tests/float_compare.h"
 #include "tests/test_support.h"
 
 namespace sluice::test {
@@ -109,11 +110,10 @@ struct Comparison {
 
 inline Comparison compare(const Manifest& m, const TeacherForced& run) {
   Comparison c;
+  RunningMax weight_diff;
   const int64_t V = m.n_vocab;
   const size_t rows = m.prompt.size() + m.gen.size();
-  for (size_t i = 0; i < rows * static_cast<size_t>(V) && i < run.logits.size(); ++i)
-    c.max_diff = std::max(c.max_diff, static_cast<double>(std::fabs(run.logits[i] - m.logits[i])));
-  if (run.logits.size() != rows * static_cast<size_t>(V)) c.max_diff = INFINITY;
+  c.max_diff = max_abs_diff(run.logits, m.logits);  // NaN on a NaN logit or a missing row
   c.bit_identical = run.logits.size() == m.logits.size() &&
                     std::memcmp(run.logits.data(), m.logits.data(), m.logits.size() * sizeof(float)) == 0;
   for (size_t s = 0; s < m.gen.size(); ++s) {
@@ -132,8 +132,7 @@ inline Comparison compare(const Manifest& m, const TeacherForced& run) {
     auto have = it->second.experts;
     const auto want_w = rec["weights"].get<std::vector<float>>();
     if (want == have)
-      for (size_t i = 0; i < want.size(); ++i)
-        c.max_weight_diff = std::max(c.max_weight_diff, static_cast<double>(std::fabs(want_w[i] - it->second.weights[i])));
+      for (size_t i = 0; i < want.size(); ++i) weight_diff.add_abs_diff(want_w[i], it->second.weights[i]);
     std::sort(want.begin(), want.end());
     std::sort(have.begin(), have.end());
     if (want != have) ++c.routing_mismatches;
@@ -145,6 +144,7 @@ inline Comparison compare(const Manifest& m, const TeacherForced& run) {
       if (wg != hg) ++c.group_mismatches;
     }
   }
+  c.max_weight_diff = weight_diff.value();
   return c;
 }
 

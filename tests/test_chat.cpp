@@ -58,6 +58,8 @@ TEST_CASE("sluice chat keeps the conversation in the KV cache and answers as run
   CHECK(r.err.find("no tokenizer.chat_template; using chatml") != std::string::npos);
   const std::vector<Turn> turns = parse_turns(r.out);
   REQUIRE(turns.size() == 2);
+  test::require_text(turns[0].answer, "chat's first answer");
+  test::require_text(turns[1].answer, "chat's second answer");
   CHECK(r.out.find("expert cache: hit rate") != std::string::npos);  // /stats
 
   // The same conversation through core::ChatSession, which the command drives.
@@ -92,7 +94,7 @@ TEST_CASE("sluice chat keeps the conversation in the KV cache and answers as run
                                     flags + "--ignore-eos");
   INFO(run.err);
   REQUIRE(run.exit_code == 0);
-  CHECK(run.out.substr(0, answer2.size()) == answer2);
+  CHECK(run.out.substr(0, test::require_text(answer2, "the second answer").size()) == answer2);
 }
 
 TEST_CASE("sluice chat on a terminal: Ctrl-C stops the answer, not the program") {

@@ -55,12 +55,14 @@ void check_greedy(const fs::path& model, const fs::path& manifest, bool widen) {
     if (!control) pieces += piece;
   }
   REQUIRE(gen.size() == 16);
+  require_text(pieces, "llama.cpp's continuation");
 
   const fs::path logits_path = temp_dir("greedy") / "logits.f32";
   const CommandResult r = run_sluice("run -m '" + model.string() + "' --tokens " + join_ids(prompt) + " -n " +
                                      std::to_string(gen.size()) + " --kv-type f32 --temp 0 --ignore-eos -t 2" +
                                      (widen ? " --widen-f16" : "") + " --logits-out '" + logits_path.string() + "'");
   REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+  require_text(r.out, "sluice run's continuation");
   CHECK(r.out == pieces + "\n");
 
   // The tokens the run chose: the argmax of the row before each generated token.
@@ -101,6 +103,9 @@ TEST_CASE("sluice run on any gguf-split part prints the unsplit file's text") {
   const std::string prompt = " -p 'The quick brown fox' -n 8 --temp 0 --kv-type f32 --in-core";
   const CommandResult whole = run_sluice("run -m '" + (reference_dir() / "tiny/deepseek2/deepseek2-q4_k_m.gguf").string() + "'" + prompt);
   REQUIRE(whole.exit_code == 0);
+  // run -p prints the prompt before the continuation.
+  REQUIRE(whole.out.starts_with("The quick brown fox"));
+  require_text(whole.out.substr(19), "the unsplit file's continuation");
   for (const std::string& part : split_part_files()) {
     CAPTURE(part);
     const CommandResult r = run_sluice("run -m '" + (reference_dir() / part).string() + "'" + prompt);

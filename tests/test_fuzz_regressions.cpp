@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <limits>
 #include <vector>
 
 #include "common/error.h"
@@ -30,11 +31,16 @@ TEST_CASE("every saved fuzz input in tests/fuzz/regressions passes through the f
   for (const fs::path& input : inputs) {
     CAPTURE(input.filename().string());
     const std::vector<uint8_t> bytes = sluice::test::read_file(input);
-    const auto start = std::chrono::steady_clock::now();
-    CHECK_NOTHROW(sluice::fuzz::gguf_one_input(bytes.data(), bytes.size()));
-    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    // libFuzzer's -timeout=10 in scripts/fuzz; wall time, so the best of up to three runs (a run
+    // slowed by other jobs on a busy machine does not fail the case, a hang still does).
+    double seconds = std::numeric_limits<double>::infinity();
+    for (int attempt = 0; attempt < 3 && !(seconds < 10.0); ++attempt) {
+      const auto start = std::chrono::steady_clock::now();
+      CHECK_NOTHROW(sluice::fuzz::gguf_one_input(bytes.data(), bytes.size()));
+      seconds = std::min(seconds, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    }
     MESSAGE(input.filename().string() << ": " << bytes.size() << " bytes, " << seconds << " s");
-    CHECK(seconds < 10.0);  // libFuzzer's -timeout=10 in scripts/fuzz
+    CHECK(seconds < 10.0);
   }
   // libFuzzer's -rss_limit_mb=2048: the process's high-water mark after all of them (plain
   // builds only: sanitizer shadow memory is not the target's).

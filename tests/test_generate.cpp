@@ -16,6 +16,7 @@
 #include "core/gguf/gguf.h"
 #include "core/text/tokenizer.h"
 #include "io/pread_reader.h"
+#include "tests/float_compare.h"
 #include "tests/test_support.h"
 
 using namespace sluice;
@@ -243,7 +244,5 @@ TEST_CASE("generate: a prompt longer than n_batch is fed in chunks, equal to a c
   core::generate(whole, seq, &one);
   CHECK(one.tokens == got.tokens);
   REQUIRE(one.rows.size() == got.rows.size());
-  double max_diff = 0;
-  for (size_t i = 0; i < one.rows.size(); ++i) max_diff = std::max(max_diff, std::fabs(double(one.rows[i]) - got.rows[i]));
-  CHECK(max_diff < 1e-2);
+  CHECK(test::max_abs_diff(one.rows, got.rows) < 1e-2);
 }

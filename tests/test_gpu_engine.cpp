@@ -15,6 +15,7 @@
 #include "core/engine.h"
 #include "core/gpu/gpu_model_shape.h"
 #include "io/pread_reader.h"
+#include "tests/float_compare.h"
 #include "tests/reference_files.h"
 #include "tests/test_support.h"
 #if SLUICE_HAVE_CUDA
@@ -102,13 +103,13 @@ void check_same_tokens(const Greedy& cpu, const std::vector<std::vector<float>>&
     const std::vector<float>& a = cpu.rows[i];
     const std::vector<float>& b = gpu[i];
     REQUIRE(a.size() == b.size());
-    double num = 0, den = 0, max_diff = 0;
+    double num = 0, den = 0;
     for (size_t k = 0; k < a.size(); ++k) {
       const double d = static_cast<double>(a[k]) - b[k];
       num += d * d;
       den += static_cast<double>(a[k]) * a[k];
-      max_diff = std::max(max_diff, std::fabs(d));
     }
+    const double max_diff = sluice::test::max_abs_diff(a, b);
     const double nmse = num / std::max(den, 1e-30);
     worst = std::max(worst, nmse);
     CHECK(nmse < kMaxNmse);

@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -14,6 +15,7 @@
 #include "kernels/quant.h"
 #include "kernels/random_blocks.h"
 #include "kernels/thread_pool.h"
+#include "tests/cpu_flags.h"
 #include "tests/kernels_reference.h"
 
 using sluice::GgmlType;
@@ -26,6 +28,16 @@ using namespace sluice::test;
 namespace {
 
 constexpr GgmlType kType = GgmlType::Q4_K;
+
+// Only the avx512_vnni level has the tiles. On a CPU with that level (read from /proc/cpuinfo, not
+// from the dispatch under test) the cases must check them; on one without it there is nothing to
+// check, and they say so (a hardware skip, as for a missing GPU).
+constexpr const char* kTileIsa = "avx512_vnni";
+constexpr const char* kNoTileLevel = "skipped: this CPU lacks AVX-512 F/BW/VL/DQ + VNNI, the level with the tiled GEMMs";
+
+// Whether best_kernels(), which matmul uses, must carry the tile: the CPU has the level and
+// SLUICE_KERNELS does not pick a lower one.
+bool best_level_has_tile() { return cpu_has_avx512_vnni_level() && std::getenv("SLUICE_KERNELS") == nullptr; }
 
 // Rows from random values (the quantizer's scales) and rows of random blocks (every scale, min
 // and nibble pattern), alternating.
@@ -67,7 +79,9 @@ TEST_CASE("tiled GEMM kernels equal the scalar repacked orders on every row and 
   const size_t row_bytes = sluice::ggml_row_bytes(kType, uint64_t(n_cols));
   const size_t act_row = sluice::ggml_row_bytes(GgmlType::Q8_K, uint64_t(n_cols));
   int checked = 0;
+  bool tile_level_listed = false;
   for (const KernelTable* level : kernel_levels()) {
+    tile_level_listed = tile_level_listed || std::string(level->isa) == kTileIsa;
     const TileGemm& tile = level->repack_tile[size_t(kType)];
     // Each tile against the scalar dot of the order it implements.
     const struct {
@@ -79,7 +93,7 @@ TEST_CASE("tiled GEMM kernels equal the scalar repacked orders on every row and 
     for (const auto& o : orders) {
       REQUIRE((o.reference != nullptr));
       // The AVX-512 level installs both; every batch of Q4_K rows then takes them.
-      if (std::string(level->isa) == "avx512_vnni") REQUIRE((o.gemm != nullptr));
+      if (std::string(level->isa) == kTileIsa) REQUIRE((o.gemm != nullptr));
       if (!o.gemm) continue;
       std::vector<std::byte> packed(size_t(n_cols / 256) * tile.block_bytes);
       tile.pack(w.data(), row_bytes, n_cols, packed.data());
@@ -104,12 +118,25 @@ TEST_CASE("tiled GEMM kernels equal the scalar repacked orders on every row and 
     }
   }
   MESSAGE(checked << " tiled Q4_K GEMM(s) checked");
+  if (!cpu_has_avx512_vnni_level()) {
+    MESSAGE(kNoTileLevel);
+    return;
+  }
+  CHECK_MESSAGE(tile_level_listed, "the CPU has AVX-512 VNNI but kernel_levels() lacks " << kTileIsa);
+  CHECK(checked >= 2);  // both orders of the avx512_vnni level
 }
 
 TEST_CASE("matmul through the tiled GEMM equals the scalar orders element by element") {
   // 40 rows: two whole tiles and a partial one. Runs of 3, 12 and 9 tokens: with mul_mat, GEMM
   // order for tokens 3..14 and 15..22, GEMV order for 0..2 and 23.
   constexpr int64_t n_cols = 512, n_rows = 40;
+  // Without the tile matmul takes the row kernels, and the equality below would check nothing tiled.
+  if (best_level_has_tile()) {
+    REQUIRE((best_kernels().repack_tile[size_t(kType)].gemm_order != nullptr));
+    REQUIRE((best_kernels().repack_tile[size_t(kType)].gemv_order != nullptr));
+  } else if (!cpu_has_avx512_vnni_level()) {
+    MESSAGE(kNoTileLevel << " (matmul checked through the row kernels)");
+  }
   const std::vector<int64_t> runs = {0, 3, 15, 24};
   const int64_t n = runs.back();
   auto bytes = weight_rows(n_rows, n_cols, 5);
@@ -153,8 +180,10 @@ TEST_CASE("matmul's packed tiles live in the caller's scratch, one per pool thre
   const size_t four = sluice::kernels::matmul_scratch_bytes(kType, n_cols, n, 4);
   // A one-token call never takes a tile, so its scratch does not grow with the threads.
   CHECK(sluice::kernels::matmul_scratch_bytes(kType, n_cols, 1, 4) == sluice::kernels::matmul_scratch_bytes(kType, n_cols, 1, 1));
+  if (best_level_has_tile()) REQUIRE((tile.pack != nullptr));
   if (tile.pack == nullptr) {
     CHECK(four == one);  // this level has no tile (AVX2 and below): nothing per thread to count
+    if (!cpu_has_avx512_vnni_level()) MESSAGE(kNoTileLevel);
     return;
   }
   const size_t tile_bytes = size_t(n_cols / 256) * tile.block_bytes;

@@ -13,7 +13,6 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <string>
 #include <vector>
 
@@ -21,6 +20,7 @@
 #include "kernels/cpu/dispatch.h"
 #include "kernels/quant.h"
 #include "kernels/random_blocks.h"
+#include "tests/cpu_flags.h"
 #include "tests/kernels_reference.h"
 
 using sluice::GgmlType;
@@ -53,16 +53,6 @@ const KernelTable* level(const char* isa) {
   for (const KernelTable* t : sluice::kernels::cpu::kernel_levels())
     if (std::string(t->isa) == isa) return t;
   return nullptr;
-}
-
-bool cpuinfo_has(const std::string& flag) {
-  std::ifstream in("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("flags", 0) != 0) continue;
-    return (line + " ").find(" " + flag + " ") != std::string::npos;
-  }
-  return false;
 }
 
 // A weight row: random blocks (every bit pattern) for block types, quantized random values for
@@ -129,9 +119,8 @@ TEST_CASE("the kernel levels this CPU runs are listed, and the AVX-512 VNNI leve
   std::string names;
   for (const KernelTable* t : levels) names += std::string(" ") + t->isa;
   MESSAGE("kernel levels on this CPU:" << names);
-  const bool avx2 = cpuinfo_has("avx2") && cpuinfo_has("fma") && cpuinfo_has("f16c");
-  const bool avx512 = avx2 && cpuinfo_has("avx512f") && cpuinfo_has("avx512bw") && cpuinfo_has("avx512vl") &&
-                      cpuinfo_has("avx512dq") && cpuinfo_has("avx512_vnni");
+  const bool avx2 = cpu_has_avx2_level();
+  const bool avx512 = cpu_has_avx512_vnni_level();
   CHECK((level("avx2") != nullptr) == avx2);
   CHECK((level("avx512_vnni") != nullptr) == avx512);
   if (!avx2) MESSAGE("level avx2 not tested: this CPU lacks AVX2/FMA/F16C");

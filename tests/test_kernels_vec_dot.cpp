@@ -14,6 +14,7 @@
 #include "kernels/cpu/dispatch.h"
 #include "kernels/quant.h"
 #include "kernels/random_blocks.h"
+#include "tests/float_compare.h"
 #include "tests/kernels_reference.h"
 
 using sluice::GgmlType;
@@ -53,7 +54,7 @@ std::vector<std::byte> random_blocks(GgmlType type, int64_t n, uint32_t seed) {
 // vec_dot of every row of every supported `w.<type>` in a kernels*.gguf against ggml's CPU result
 // (the first of each `dots` pair), with both tables; returns the types checked. `max_rel` gets
 // each type's largest relative error (name -> error), for the report.
-int check_reference_dots(const std::string& stem, std::map<std::string, double>* max_rel = nullptr) {
+int check_reference_dots(const std::string& stem, std::map<std::string, RunningMax>* max_rel = nullptr) {
   const auto ref = read_json(kernels_dir() / (stem + ".json"));
   sluice::io::PreadReader reader((kernels_dir() / (stem + ".gguf")).string());
   const auto file = sluice::core::GgufFile::parse(reader);
@@ -75,7 +76,7 @@ int check_reference_dots(const std::string& stem, std::map<std::string, double>*
         const double expected = entry["dots"][r][0].get<double>();
         const float got = table->vec_dot[size_t(t.type)](bytes.data() + r * t.row_bytes, act.data(), t.ne[0]);
         const double rel = std::fabs(got - expected) / std::fabs(expected);
-        if (max_rel) (*max_rel)[name] = std::max((*max_rel)[name], rel);
+        if (max_rel) (*max_rel)[name].add(rel);
         CHECK(rel <= 1e-5);
       }
     }
@@ -92,10 +93,10 @@ TEST_CASE("vec_dot of every reference row matches ggml's CPU result within 1e-5 
 }
 
 TEST_CASE("vec_dot of the imatrix i-quant reference rows matches ggml's CPU result within 1e-5 relative") {
-  std::map<std::string, double> max_rel;
+  std::map<std::string, RunningMax> max_rel;
   CHECK(check_reference_dots("kernels-iq", &max_rel) == 7);
   check_reference_dots("kernels", &max_rel);
-  for (const auto& [name, rel] : max_rel) MESSAGE(name << ": max relative error " << rel);
+  for (const auto& [name, rel] : max_rel) MESSAGE(name << ": max relative error " << rel.value());
 }
 
 // llama.cpp's logits on k-quant models depend on the last bit of every dot: the AVX2 kernels of the

@@ -26,6 +26,7 @@
 #include "kernels/short_conv.h"
 #include "kernels/situ.h"
 #include "kernels/thread_pool.h"
+#include "tests/float_compare.h"
 #include "tests/test_support.h"
 
 namespace fs = std::filesystem;
@@ -62,12 +63,7 @@ class Trace {
 
 bool have_reference() { return fs::exists(k3_dir() / "kimi-k3-f32.trace.json") && fs::exists(k3_dir() / "kimi-k3-f16.gguf"); }
 
-double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
-  REQUIRE(a.size() == b.size());
-  double d = 0;
-  for (size_t i = 0; i < a.size(); ++i) d = std::max(d, std::abs(double(a[i]) - double(b[i])));
-  return d;
-}
+using test::max_abs_diff;
 
 double max_abs(const std::vector<float>& a) {
   double m = 0;
@@ -238,7 +234,7 @@ TEST_CASE("MLA attention core (KQ, soft_max, value sum) reproduces llama.cpp's p
   std::vector<float> kv = matmul_f32(L.wkv_a_mqa.matrix(), h);
   for (int64_t t = 0; t < T; ++t)
     kernels::rms_norm({&kv[t * R], size_t(KL)}, L.kv_a_norm.f32(), c.rms_eps, KL, {&kv[t * R], size_t(KL)});
-  double p_diff = 0, o_diff = 0;
+  test::RunningMax p_diff, o_diff;
   for (int64_t hh = 0; hh < H; ++hh) {
     std::vector<float> q_nope(T * NOPE);
     for (int64_t t = 0; t < T; ++t)
@@ -251,7 +247,7 @@ TEST_CASE("MLA attention core (KQ, soft_max, value sum) reproduces llama.cpp's p
       for (int64_t s = 0; s < CELLS; ++s)
         p[s] = s <= t ? kernels::dot_f32_ggml_vec(Q.data(), &kv[s * R], R) : -std::numeric_limits<float>::infinity();
       kernels::softmax(p, c.kq_scale);
-      for (int64_t s = 0; s < CELLS; ++s) p_diff = std::max(p_diff, std::abs(double(p[s]) - want_p[(hh * T + t) * CELLS + s]));
+      for (int64_t s = 0; s < CELLS; ++s) p_diff.add_abs_diff(p[s], want_p[(hh * T + t) * CELLS + s]);
       for (int64_t i = 0; i < KL; ++i) {
         for (int64_t s = 0; s < CELLS; ++s) col[s] = s <= t ? kv[s * R + i] : 0.0f;
         o_lat[t * KL + i] = kernels::dot_f32_tinyblas(p.data(), col.data(), CELLS);
@@ -260,10 +256,10 @@ TEST_CASE("MLA attention core (KQ, soft_max, value sum) reproduces llama.cpp's p
     const std::vector<float> o = matmul_f32(L.wv_b.slice(hh), o_lat);
     for (int64_t t = 0; t < T; ++t)
       for (int64_t i = 0; i < DV; ++i)
-        o_diff = std::max(o_diff, std::abs(double(o[t * DV + i]) - want_o[t * H * DV + hh * DV + i]));
+        o_diff.add_abs_diff(o[t * DV + i], want_o[t * H * DV + hh * DV + i]);
   }
-  CHECK(p_diff == 0);
-  CHECK(o_diff == 0);
+  CHECK(p_diff.value() == 0);
+  CHECK(o_diff.value() == 0);
 }
 
 TEST_CASE("dense situ FFN reproduces llama.cpp's layer-0 FFN output bit for bit") {

@@ -27,6 +27,9 @@ TEST_CASE("sluice run takes llama.cpp's spellings and prints what sluice's own f
   INFO(theirs.err);
   REQUIRE(ours.exit_code == 0);
   REQUIRE(theirs.exit_code == 0);
+  // run -p prints the prompt before the continuation.
+  REQUIRE(ours.out.starts_with("The quick brown fox"));
+  test::require_text(ours.out.substr(19), "the run's continuation");
   CHECK(theirs.out == ours.out);
   CHECK(theirs.err.find("KV cache 480.0 KiB") != std::string::npos);  // f32 (f16 would be 240 KiB)
   CHECK(ours.err.find("KV cache 480.0 KiB") != std::string::npos);
@@ -40,6 +43,8 @@ TEST_CASE("in-core runs map the file with --mmap and read it in otherwise, with 
   REQUIRE_MESSAGE(read_default.exit_code == 0, read_default.err);
   REQUIRE_MESSAGE(mapped.exit_code == 0, mapped.err);
   REQUIRE_MESSAGE(read_in.exit_code == 0, read_in.err);
+  REQUIRE(read_in.out.starts_with("The quick brown fox"));
+  test::require_text(read_in.out.substr(19), "the run's continuation");
   CHECK(mapped.out == read_in.out);
   CHECK(read_default.out == read_in.out);
   CHECK(mapped.err.find("weights mapped from the file") != std::string::npos);

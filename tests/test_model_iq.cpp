@@ -1,6 +1,7 @@
 // The i-quant and ternary reference files (deepseek2-{iq1_s,iq2_xxs,iq3_xxs,tq1_0,iq4_xs}.gguf):
 // the prompt tokenizes to llama.cpp's ids, `sluice run --kv-type f32 --temp 0` prints llama.cpp's
-// continuation, and out of core equals in core bit for bit at the minimum budget and a middle one.
+// continuation (its --logits-out within the bound docs/guarantees.md states per file, memcmp where
+// that is 0), and out of core equals in core bit for bit at the minimum budget and a middle one.
 // (Teacher-forced logits, tokens and expert sets against llama.cpp: test_model_reference.cpp.)
 #include <doctest/doctest.h>
 
@@ -18,6 +19,19 @@ using namespace sluice::test;
 namespace {
 
 const char* const kIqVariants[] = {"iq1_s", "iq2_xxs", "iq3_xxs", "tq1_0", "iq4_xs"};
+
+// The bound docs/guarantees.md states for each file's logits against llama.cpp (its "Reference
+// tolerances" table; test_model_reference.cpp checks the teacher-forced run with the same
+// figures); 0: memcmp-equal.
+double stated_logit_bound(const std::string& variant) {
+  if (variant == "iq1_s") return 2.3e-5;  // measured 1.1e-5
+  if (variant == "iq2_xxs") return 0.68;  // measured 0.338
+  if (variant == "iq3_xxs") return 0.6;   // measured 0.360
+  if (variant == "iq4_xs") return 0.41;   // measured 0.207
+  if (variant == "tq1_0") return 0;       // measured 0
+  FAIL("no stated bound for deepseek2-" << variant);
+  return 0;
+}
 
 std::string model_path(const std::string& variant) {
   return (tiny_dir("deepseek2") / ("deepseek2-" + variant + ".gguf")).string();
@@ -81,13 +95,21 @@ TEST_CASE("sluice run --kv-type f32 --temp 0 prints llama.cpp's continuation of 
     REQUIRE_MESSAGE(r.exit_code == 0, r.err);
     io::PreadReader reader(model_path(v));
     const int64_t eos = static_cast<int64_t>(core::GgufFile::parse(reader).get_uint("tokenizer.ggml.eos_token_id"));
-    CHECK_MESSAGE(r.out.find(gen_text(m, eos)) != std::string::npos, r.out);
+    const std::string gen = gen_text(m, eos);
+    CHECK_MESSAGE(r.out.find(require_text(gen, "llama.cpp's continuation")) != std::string::npos, r.out);
     const auto bytes = read_file(out);
     std::vector<float> logits(bytes.size() / 4);
     std::memcpy(logits.data(), bytes.data(), logits.size() * 4);
     const double d = max_abs_diff(logits, m.logits);
-    MESSAGE("deepseek2-" << std::string(v) << ": sluice run --logits-out vs llama.cpp: max |logit diff| " << d);
-    CHECK(d <= 0.6);  // the README's bound for deepseek2 quantized files
+    const double bound = stated_logit_bound(v);
+    MESSAGE("deepseek2-" << std::string(v) << ": sluice run --logits-out vs llama.cpp: max |logit diff| " << d
+                         << " (bound " << bound << ")");
+    if (bound == 0) {
+      REQUIRE(logits.size() == m.logits.size());
+      CHECK(std::memcmp(logits.data(), m.logits.data(), logits.size() * sizeof(float)) == 0);
+    } else {
+      CHECK(d <= bound);
+    }
   }
 }
 

@@ -1,5 +1,6 @@
 #include "tests/test_support.h"
 
+#include <doctest/doctest.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -15,6 +16,11 @@ namespace sluice::test {
 
 std::filesystem::path shared_dir() { return std::filesystem::path(SLUICE_SHARED_DIR); }
 std::filesystem::path reference_dir() { return shared_dir() / "reference"; }
+
+const std::filesystem::path& require_file(const std::filesystem::path& path) {
+  REQUIRE_MESSAGE(std::filesystem::exists(path), "reference data missing: " << path.string());
+  return path;
+}
 
 namespace {
 
@@ -50,6 +56,11 @@ std::filesystem::path temp_dir(const std::string& name) {
   std::filesystem::create_directories(dir);
   made.add(dir);
   return dir;
+}
+
+const std::string& require_text(const std::string& text, const std::string& what) {
+  REQUIRE_MESSAGE(text.find_first_not_of('\n') != std::string::npos, what << " is empty: no generated text to compare");
+  return text;
 }
 
 std::vector<uint8_t> read_file(const std::filesystem::path& path) {

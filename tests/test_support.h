@@ -1,5 +1,6 @@
 // Helpers shared by the test suites: where the reference data lives, reading whole files,
-// running the sluice binary, and skipping cleanly when optional data or tools are absent.
+// running the sluice binary. Reference data and tools are part of the test set-up: a missing one
+// fails the case naming it (require_file), never skips it; only a missing GPU skips.
 #pragma once
 
 #include <cstdint>
@@ -27,6 +28,8 @@ constexpr bool kUnderSanitizer = false;
 // ../shared next to the source tree (CI lays it there too).
 std::filesystem::path shared_dir();
 std::filesystem::path reference_dir();  // shared_dir() / "reference"
+// Fails the case (REQUIRE) with "reference data missing: PATH" unless `path` exists; returns it.
+const std::filesystem::path& require_file(const std::filesystem::path& path);
 // A fresh empty directory under the build's temp area, unique per call; removed when the test
 // process exits.
 std::filesystem::path temp_dir(const std::string& name);
@@ -56,6 +59,10 @@ struct CommandResult {
   std::string out;  // stdout
   std::string err;  // stderr
 };
+// Fails the case (REQUIRE) when `text` holds nothing but newlines, naming `what`; returns it.
+// A check on generated text calls it first: "" is a prefix of any text, and two runs that
+// generated nothing print the same "\n", so a comparison alone passes on an empty continuation.
+const std::string& require_text(const std::string& text, const std::string& what);
 // Runs the built `sluice` binary with the given argument string (shell-quoted by the caller).
 // `env` is an optional prefix of VAR=value assignments for the command.
 CommandResult run_sluice(const std::string& args, const std::string& env = "");

@@ -106,11 +106,7 @@ TEST_CASE("synth tiny presets carry the reference models' keys, tensor shapes an
   for (const Case& c : cases) {
     const std::string ref_name = c.ref;
     CAPTURE(ref_name);
-    const fs::path ref_path = sluice::test::reference_dir() / c.dir / c.ref;
-    if (!fs::exists(ref_path)) {
-      MESSAGE("reference model absent, skipped: " << ref_path.string());
-      continue;
-    }
+    const fs::path ref_path = sluice::test::require_file(sluice::test::reference_dir() / c.dir / c.ref);
     synth::SynthOptions o;
     o.preset = c.preset;
     o.layers = c.layers;
@@ -273,8 +269,8 @@ TEST_CASE("synth writes a real-shape model whose blocks dequantize to finite val
   o.layers = 1;
   o.experts = 4;
   o.quant = "Q2_K";
-  const fs::path vocab = sluice::test::reference_dir() / "tiny/qwen3moe/qwen3moe-f16.gguf";
-  if (fs::exists(vocab)) o.vocab_path = vocab.string();  // keeps token_embd small
+  // A small vocabulary keeps token_embd small.
+  o.vocab_path = sluice::test::require_file(sluice::test::reference_dir() / "tiny/qwen3moe/qwen3moe-f16.gguf").string();
   const fs::path path = synth_file(o, "qwen3-30b-1L.gguf");
   const GgufFile f = parse(path);
   CHECK(f.get_uint("qwen3moe.expert_count") == 4);
@@ -349,16 +345,14 @@ TEST_CASE("the built-in vocabulary is a valid byte-level BPE vocabulary of the p
 TEST_CASE("kimi-k2 carries Kimi K2 Instruct's chat template verbatim") {
   const fs::path tmpl = sluice::test::reference_dir() / "templates/Kimi-K2-Instruct.jinja";
   CHECK(synth::find_preset("kimi-k2").chat_template.find("<|im_assistant|>assistant<|im_middle|>") != std::string::npos);
-  if (!fs::exists(tmpl)) return;
-  CHECK(synth::kimi_k2_chat_template() == sluice::test::read_text(tmpl));
+  CHECK(synth::kimi_k2_chat_template() == sluice::test::read_text(sluice::test::require_file(tmpl)));
   CHECK(synth::kimi_k3_chat_template() == sluice::test::read_text(sluice::test::reference_dir() / "templates/Kimi-K3.jinja"));
   CHECK(synth::qwen3_chat_template() ==
         sluice::test::read_text(sluice::test::reference_dir() / "templates/Qwen-Qwen3-0.6B.jinja"));
 }
 
 TEST_CASE("synth --vocab copies another file's tokenizer and takes its vocabulary size") {
-  const fs::path vocab = sluice::test::reference_dir() / "tiny/llama-moe/llama-moe-f16.gguf";
-  if (!fs::exists(vocab)) return;
+  const fs::path vocab = sluice::test::require_file(sluice::test::reference_dir() / "tiny/llama-moe/llama-moe-f16.gguf");
   synth::SynthOptions o;
   o.preset = "tiny-llama-moe";
   o.layers = 1;

@@ -16,11 +16,7 @@ using sluice::test::run_sluice;
 
 TEST_CASE("sluice tokenize prints the reference prompt's tokens and pieces") {
   const fs::path dir = reference_dir() / "tiny" / "qwen3moe";
-  const fs::path model = dir / "qwen3moe-f16.gguf";
-  if (!fs::exists(model)) {
-    MESSAGE("skipped: ", model.string(), " is absent");
-    return;
-  }
+  const fs::path model = sluice::test::require_file(dir / "qwen3moe-f16.gguf");
   const auto manifest = nlohmann::json::parse(sluice::test::read_text(dir / "qwen3moe-f16.json"));
   const auto r = run_sluice("tokenize --json '" + model.string() +
                             "' 'The quick brown fox jumps over the lazy dog, then it runs home to sleep.'");

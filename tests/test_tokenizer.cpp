@@ -1,8 +1,10 @@
 // Golden tests: llama.cpp's own tokenizer outputs (../shared/reference) reproduced id for id.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <ctime>
 #include <filesystem>
+#include <limits>
 #include <random>
 #include <sstream>
 #include <thread>
@@ -117,11 +119,7 @@ std::string to_hex(const std::string& bytes) {
 fs::path vocab_dir() { return sluice::test::reference_dir() / "tokenizer"; }
 
 void check_vocab_file(const std::string& name) {
-  const fs::path gguf = vocab_dir() / (name + ".gguf");
-  if (!fs::exists(gguf)) {
-    MESSAGE("skipped: ", gguf.string(), " is absent");
-    return;
-  }
+  const fs::path gguf = sluice::test::require_file(vocab_dir() / (name + ".gguf"));
   const Tokenizer tok = load_tokenizer(gguf);
   check_vectors(tok, vocab_dir() / (name + ".gguf.inp"), vocab_dir() / (name + ".gguf.out"));
   check_round_trip(tok, vocab_dir() / (name + ".gguf.inp"));
@@ -159,11 +157,7 @@ TEST_CASE("Llama 3 (llama-bpe) vocabulary tokenizes llama.cpp's test strings as 
 TEST_CASE("each tiny model's truncated vocabulary tokenizes the test strings as llama.cpp does and decodes them back") {
   for (const TinyModel& model : kTinyModels) {
     const fs::path dir = sluice::test::reference_dir() / model.dir;
-    const fs::path gguf = dir / (std::string(model.stem) + "-f16.gguf");
-    if (!fs::exists(gguf)) {
-      MESSAGE("skipped: ", gguf.string(), " is absent");
-      continue;
-    }
+    const fs::path gguf = sluice::test::require_file(dir / (std::string(model.stem) + "-f16.gguf"));
     CAPTURE(model.stem);
     const Tokenizer tok = load_tokenizer(gguf);
     check_vectors(tok, vocab_dir() / "tests.inp", dir / "tokenizer-tests.out");
@@ -174,12 +168,8 @@ TEST_CASE("each tiny model's truncated vocabulary tokenizes the test strings as 
 TEST_CASE("the reference prompt tokenizes to each model's recorded prompt tokens and pieces") {
   for (const TinyModel& model : kTinyModels) {
     const fs::path dir = sluice::test::reference_dir() / model.dir;
-    const fs::path gguf = dir / (std::string(model.stem) + "-f16.gguf");
-    const fs::path manifest = dir / (std::string(model.stem) + "-f16.json");
-    if (!fs::exists(gguf) || !fs::exists(manifest)) {
-      MESSAGE("skipped: ", gguf.string(), " is absent");
-      continue;
-    }
+    const fs::path gguf = sluice::test::require_file(dir / (std::string(model.stem) + "-f16.gguf"));
+    const fs::path manifest = sluice::test::require_file(dir / (std::string(model.stem) + "-f16.json"));
     CAPTURE(model.stem);
     const Tokenizer tok = load_tokenizer(gguf);
     const auto json = nlohmann::json::parse(sluice::test::read_text(manifest));
@@ -199,34 +189,36 @@ TEST_CASE("the reference prompt tokenizes to each model's recorded prompt tokens
   }
 }
 
-TEST_CASE("the full Qwen2 and Llama 3 vocabularies load in well under a second") {
-  // Thread CPU time, so that other jobs on a busy machine do not count against the budget.
+TEST_CASE("the full Qwen2 and Llama 3 vocabularies load in seconds of CPU time, not minutes") {
+  // What this guards against is a build that grows faster than linearly in the vocabulary (a
+  // quadratic merge table over 150k tokens takes minutes), not a speed figure: the bound is 4x
+  // the old 0.5 s, on thread CPU time (other jobs do not count), and the best of three loads
+  // (a preempted or cache-starved one on a busy machine does not fail the case).
   const auto cpu_seconds = [] {
     timespec ts{};
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
     return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
   };
+  const double bound = sluice::test::kUnderSanitizer ? 20.0 : 2.0;
   for (const char* name : {"ggml-vocab-qwen2.gguf", "ggml-vocab-llama-bpe.gguf"}) {
-    const fs::path gguf = vocab_dir() / name;
-    if (!fs::exists(gguf)) continue;
-    const double start = cpu_seconds();
-    const Tokenizer tok = load_tokenizer(gguf);  // GGUF parse + tokenizer build
-    const double seconds = cpu_seconds() - start;
-    MESSAGE(std::string(name), ": ", tok.n_vocab(), " tokens loaded in ", seconds * 1000, " ms of CPU time");
-    CHECK(tok.n_vocab() > 100000);
-#ifdef NDEBUG  // sanitizer builds are several times slower
-    CHECK(seconds < (sluice::test::kUnderSanitizer ? 10.0 : 0.5));
+    const fs::path gguf = sluice::test::require_file(vocab_dir() / name);
+    double best = std::numeric_limits<double>::infinity();
+    for (int attempt = 0; attempt < 3 && !(best < bound); ++attempt) {
+      const double start = cpu_seconds();
+      const Tokenizer tok = load_tokenizer(gguf);  // GGUF parse + tokenizer build
+      best = std::min(best, cpu_seconds() - start);
+      CHECK(tok.n_vocab() > 100000);
+    }
+    MESSAGE(std::string(name), ": loaded in ", best * 1000, " ms of CPU time (best of up to 3 loads)");
+#ifdef NDEBUG  // a Debug build is several times slower
+    CHECK(best < bound);
 #endif
   }
 }
 
 TEST_CASE("full vocabularies add BOS and cut chat-template tokens as llama.cpp does") {
-  const fs::path llama3 = vocab_dir() / "ggml-vocab-llama-bpe.gguf";
-  const fs::path qwen2 = vocab_dir() / "ggml-vocab-qwen2.gguf";
-  if (!fs::exists(llama3) || !fs::exists(qwen2)) {
-    MESSAGE("skipped: full vocabularies are absent");
-    return;
-  }
+  const fs::path llama3 = sluice::test::require_file(vocab_dir() / "ggml-vocab-llama-bpe.gguf");
+  const fs::path qwen2 = sluice::test::require_file(vocab_dir() / "ggml-vocab-qwen2.gguf");
   // Llama 3: BOS <|begin_of_text|> = 128000 is added by default (llama-bpe sets add_bos), and
   // with parse_special its text is one token; without, it is ordinary text.
   const Tokenizer l3 = load_tokenizer(llama3);
@@ -256,8 +248,7 @@ TEST_CASE("full vocabularies add BOS and cut chat-template tokens as llama.cpp d
 }
 
 TEST_CASE("one Tokenizer encodes from several threads at once with the same results") {
-  const fs::path gguf = sluice::test::reference_dir() / "tiny" / "qwen3moe" / "qwen3moe-f16.gguf";
-  if (!fs::exists(gguf)) return;
+  const fs::path gguf = sluice::test::require_file(sluice::test::reference_dir() / "tiny" / "qwen3moe" / "qwen3moe-f16.gguf");
   const Tokenizer tok = load_tokenizer(gguf);
   const auto cases = read_cases(vocab_dir() / "tests.inp");
   std::vector<std::vector<int32_t>> serial;
@@ -290,9 +281,8 @@ TEST_CASE("random bytes, malformed UTF-8 included, tokenize to valid ids and Sen
     }
     return s;
   };
-  const fs::path spm = vocab_dir() / "ggml-vocab-llama-spm.gguf";
-  if (fs::exists(spm)) {
-    const Tokenizer tok = load_tokenizer(spm);
+  {
+    const Tokenizer tok = load_tokenizer(sluice::test::require_file(vocab_dir() / "ggml-vocab-llama-spm.gguf"));
     for (int i = 0; i < 300; ++i) {
       const std::string text = random_text(true);
       const auto ids = tok.encode(text, false, false);
@@ -300,8 +290,8 @@ TEST_CASE("random bytes, malformed UTF-8 included, tokenize to valid ids and Sen
     }
   }
   for (const TinyModel& model : kTinyModels) {
-    const fs::path gguf = sluice::test::reference_dir() / model.dir / (std::string(model.stem) + "-f16.gguf");
-    if (!fs::exists(gguf)) continue;
+    const fs::path gguf =
+        sluice::test::require_file(sluice::test::reference_dir() / model.dir / (std::string(model.stem) + "-f16.gguf"));
     const Tokenizer tok = load_tokenizer(gguf);
     for (int i = 0; i < 300; ++i) {
       for (int32_t id : tok.encode(random_text(false), true, true)) {

@@ -71,17 +71,13 @@ TEST_CASE("trace reader rejects malformed lines with their line numbers") {
 
 TEST_CASE("trace reader loads both shared traces") {
   auto dir = sluice::test::shared_dir() / "traces";
-  if (!std::filesystem::exists(dir / "mixtral-8x7b.trace")) {
-    MESSAGE("shared traces absent; skipping");
-    return;
-  }
-  Trace m = read_trace(dir / "mixtral-8x7b.trace");
+  Trace m = read_trace(sluice::test::require_file(dir / "mixtral-8x7b.trace"));
   CHECK(m.header.n_layer == 32);
   CHECK(m.header.n_expert == 8);
   CHECK(m.header.topk == 2);
   CHECK(m.sequences.size() == 3);
   CHECK(m.n_tokens() == 411);
-  Trace f = read_trace(dir / "flame-moe-290m.trace");
+  Trace f = read_trace(sluice::test::require_file(dir / "flame-moe-290m.trace"));
   CHECK(f.header.n_layer == 8);
   CHECK(f.header.n_expert == 64);
   CHECK(f.header.topk == 6);

@@ -21,17 +21,15 @@ namespace {
 std::filesystem::path trace_path(const char* name) { return sluice::test::shared_dir() / "traces" / name; }
 
 // Missing shared traces fail the case (reference data is part of the test setup, not optional).
-bool have_traces() {
-  const bool ok = std::filesystem::exists(trace_path("mixtral-8x7b.trace")) &&
-                  std::filesystem::exists(trace_path("flame-moe-290m.trace"));
-  REQUIRE_MESSAGE(ok, "shared traces missing under " << (sluice::test::shared_dir() / "traces").string());
-  return ok;
+void require_traces() {
+  sluice::test::require_file(trace_path("mixtral-8x7b.trace"));
+  sluice::test::require_file(trace_path("flame-moe-290m.trace"));
 }
 
 }  // namespace
 
 TEST_CASE("on both shared traces belady bounds every policy and predict beats lru where lru thrashes") {
-  if (!have_traces()) return;
+  require_traces();
   for (const char* name : {"mixtral-8x7b.trace", "flame-moe-290m.trace"}) {
     Trace t = read_trace(trace_path(name));
     const uint64_t n = t.n_shards();
@@ -56,7 +54,7 @@ TEST_CASE("on both shared traces belady bounds every policy and predict beats lr
 }
 
 TEST_CASE("predict's token-to-token transitions, learned leave-one-sequence-out, add hits on FLAME-MoE") {
-  if (!have_traces()) return;
+  require_traces();
   // FLAME-MoE at 25% (128 slots): 40.4% without them, 42.1% with them when measured.
   Trace t = read_trace(trace_path("flame-moe-290m.trace"));
   PolicyOptions off;
@@ -72,7 +70,7 @@ TEST_CASE("predict's token-to-token transitions, learned leave-one-sequence-out,
 TEST_CASE("the Python policy study's simulator counts the same hits as the C++ one on FLAME-MoE") {
   // scripts/policy_study/ backs the foresight bounds quoted for #8; it must replay the trace as
   // cache_simulator.cpp does.
-  if (!have_traces()) return;
+  require_traces();
   REQUIRE_MESSAGE(sluice::test::run_command("command -v python3").exit_code == 0,
                   "python3 is missing (scripts/setup installs it)");
   const std::string dir = (sluice::test::source_dir() / "scripts/policy_study").string();
@@ -113,7 +111,7 @@ TEST_CASE("tune budgets parse percentages and sizes and refuse ones below the wo
 }
 
 TEST_CASE("sluice tune prints a report with belady and a recommendation on both shared traces") {
-  if (!have_traces()) return;
+  require_traces();
   for (const char* name : {"mixtral-8x7b.trace", "flame-moe-290m.trace"}) {
     auto r = sluice::test::run_sluice("tune --trace '" + trace_path(name).string() + "' --budgets 10%,25%");
     CAPTURE(r.err);
@@ -125,7 +123,7 @@ TEST_CASE("sluice tune prints a report with belady and a recommendation on both 
 }
 
 TEST_CASE("sluice tune --json emits one row per policy and budget with the documented fields") {
-  if (!have_traces()) return;
+  require_traces();
   auto dir = sluice::test::temp_dir("tune");
   auto svg = dir / "plot.svg";
   auto profile = dir / "flame.profile";
@@ -162,7 +160,7 @@ TEST_CASE("sluice tune --json emits one row per policy and budget with the docum
 }
 
 TEST_CASE("sluice tune rejects bad flags with one line and a non-zero exit") {
-  if (!have_traces()) return;
+  require_traces();
   auto r = sluice::test::run_sluice("tune --trace '" + trace_path("mixtral-8x7b.trace").string() +
                                     "' --policies lru,fifo");
   CHECK(r.exit_code == 1);

@@ -151,6 +151,7 @@ TEST_CASE("without an index run says in one line that shards are not verified, r
   const fs::path model = copy_model("verify_missing");
   auto on = run_sluice(run_args(model));
   REQUIRE_MESSAGE(on.exit_code == 0, on.err);
+  sluice::test::require_text(on.out, "the run's text");
   const std::string notice = "sluice run: shards are not verified: '" + model.string() + "' has no shard index (run `sluice index '" +
                              model.string() + "'`";
   CHECK_MESSAGE(on.err.find(notice) != std::string::npos, on.err);
