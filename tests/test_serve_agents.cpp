@@ -18,6 +18,7 @@
 #include "io/pread_reader.h"
 #include "tests/model_reference.h"
 #include "tests/serve_process.h"
+#include "tests/sse_events.h"
 
 namespace {
 
@@ -40,24 +41,6 @@ json post(httplib::Client& c, const std::string& path, const json& body) {
   REQUIRE(res);
   REQUIRE_MESSAGE(res->status == 200, res->body);
   return json::parse(res->body);
-}
-
-// The data events of an SSE stream, without [DONE] (which must end it).
-std::vector<json> events(const std::string& raw) {
-  std::vector<json> out;
-  bool done = false;
-  for (size_t at = 0; (at = raw.find("data: ", at)) != std::string::npos;) {
-    const size_t end = raw.find("\n\n", at);
-    const std::string data = raw.substr(at + 6, end - at - 6);
-    at = end;
-    if (data == "[DONE]") {
-      done = true;
-      break;
-    }
-    out.push_back(json::parse(data));
-  }
-  CHECK(done);
-  return out;
 }
 
 int64_t prompt_tokens_of(httplib::Client& c, const std::string& content) {
@@ -171,11 +154,11 @@ TEST_CASE("stream_options include_usage ends a stream with a usage chunk whose c
     else req["prompt"] = "The capital of France";
     const json whole = post(c, path, req);
     req["stream"] = true;
-    const std::vector<json> plain = events(raw_post(server.port(), path, req.dump()));
+    const std::vector<json> plain = sse_events(raw_post(server.port(), path, req.dump()));
     REQUIRE(!plain.empty());
     for (const json& e : plain) CHECK(!e.contains("usage"));
     req["stream_options"] = {{"include_usage", true}};
-    const std::vector<json> with = events(raw_post(server.port(), path, req.dump()));
+    const std::vector<json> with = sse_events(raw_post(server.port(), path, req.dump()));
     REQUIRE(with.size() >= 3);  // the role chunk, a finish chunk, the usage chunk
     for (size_t i = 0; i + 1 < with.size(); ++i) CHECK(!with[i].contains("usage"));
     const json& last = with.back();
@@ -216,7 +199,7 @@ TEST_CASE("logprobs and top_logprobs equal the log-softmax of sluice run logits 
     const json whole = post(c, "/v1/completions", req)["choices"][0]["logprobs"];
     req["stream"] = true;
     json streamed = {{"tokens", json::array()}, {"token_logprobs", json::array()}, {"top_logprobs", json::array()}};
-    for (const json& e : events(raw_post(server.port(), "/v1/completions", req.dump())))
+    for (const json& e : sse_events(raw_post(server.port(), "/v1/completions", req.dump())))
       if (e["choices"][0].contains("logprobs"))
         for (const char* key : {"tokens", "token_logprobs", "top_logprobs"})
           for (const auto& x : e["choices"][0]["logprobs"][key]) streamed[key].push_back(x);
@@ -256,7 +239,7 @@ TEST_CASE("logprobs and top_logprobs equal the log-softmax of sluice run logits 
     check_chat_entries(tok, whole["choices"][0]["logprobs"]["content"], want);
     req["stream"] = true;
     json content = json::array();
-    for (const json& e : events(raw_post(server.port(), "/v1/chat/completions", req.dump())))
+    for (const json& e : sse_events(raw_post(server.port(), "/v1/chat/completions", req.dump())))
       if (e["choices"][0].contains("logprobs"))
         for (const auto& x : e["choices"][0]["logprobs"]["content"]) content.push_back(x);
     check_chat_entries(tok, content, want);

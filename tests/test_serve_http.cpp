@@ -17,6 +17,7 @@
 #include "io/pread_reader.h"
 #include "tests/model_reference.h"
 #include "tests/serve_process.h"
+#include "tests/sse_events.h"
 
 namespace {
 
@@ -57,23 +58,12 @@ json post(httplib::Client& c, const std::string& path, const json& body, int exp
 // The concatenated delta texts of an SSE stream, and its finish_reason.
 std::pair<std::string, std::string> read_stream(const std::string& raw, bool chat) {
   std::string text, finish;
-  size_t at = 0;
-  bool done = false;
-  while ((at = raw.find("data: ", at)) != std::string::npos) {
-    const size_t end = raw.find("\n\n", at);
-    const std::string data = raw.substr(at + 6, end - at - 6);
-    at = end;
-    if (data == "[DONE]") {
-      done = true;
-      break;
-    }
-    const json j = json::parse(data);
-    const json& ch = j["choices"][0];
+  for (const json& e : sse_events(raw)) {
+    const json& ch = e["choices"][0];
     if (chat && ch["delta"].contains("content")) text += ch["delta"]["content"].get<std::string>();
     if (!chat) text += ch["text"].get<std::string>();
     if (!ch["finish_reason"].is_null()) finish = ch["finish_reason"];
   }
-  CHECK(done);
   return {text, finish};
 }
 

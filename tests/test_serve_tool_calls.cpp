@@ -12,6 +12,7 @@
 
 #include "tests/model_reference.h"
 #include "tests/serve_process.h"
+#include "tests/sse_events.h"
 
 namespace {
 
@@ -74,22 +75,13 @@ struct Streamed {
 
 Streamed read_stream(const std::string& raw) {
   Streamed s;
-  bool done = false;
-  for (size_t at = 0; (at = raw.find("data: ", at)) != std::string::npos;) {
-    const size_t end = raw.find("\n\n", at);
-    const std::string data = raw.substr(at + 6, end - at - 6);
-    at = end;
-    if (data == "[DONE]") {
-      done = true;
-      break;
-    }
-    const json ch = json::parse(data)["choices"][0];
+  for (const json& e : sse_events(raw)) {
+    const json& ch = e["choices"][0];
     if (ch["delta"].contains("content")) s.content += ch["delta"]["content"].get<std::string>();
     if (ch["delta"].contains("tool_calls"))
       for (const auto& c : ch["delta"]["tool_calls"]) s.calls.push_back(c);
     if (!ch["finish_reason"].is_null()) s.finish = ch["finish_reason"];
   }
-  CHECK(done);
   return s;
 }
 
