@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "common/error.h"
+#include "core/text/chat_prompt.h"
 #include "core/text/chat_template.h"
 #include "core/engine.h"
 #include "core/text/tokenizer.h"
@@ -33,8 +34,14 @@ struct ChatAnswer final : GenerateObserver {
 
 }  // namespace
 
-ChatSession::ChatSession(Engine& engine, const Tokenizer& tokenizer, const ChatTemplate& chat, const SamplerOptions& sampling)
-    : engine_(engine), tokenizer_(tokenizer), chat_(chat), sampling_(sampling), seq_(engine.n_vocab(), engine.n_ctx()) {}
+ChatSession::ChatSession(Engine& engine, const Tokenizer& tokenizer, const ChatTemplate& chat, const SamplerOptions& sampling,
+                         bool special_in_content)
+    : engine_(engine),
+      tokenizer_(tokenizer),
+      chat_(chat),
+      sampling_(sampling),
+      special_in_content_(special_in_content),
+      seq_(engine.n_vocab(), engine.n_ctx()) {}
 
 void ChatSession::reset() {
   messages_ = nlohmann::ordered_json::array();
@@ -53,7 +60,9 @@ ChatTurnStats ChatSession::say(const std::string& user_text, int64_t max_tokens,
   ChatTurnStats st;
   nlohmann::ordered_json next = messages_;
   next.push_back({{"role", "user"}, {"content", user_text}});
-  const std::string text = chat_.apply(next, true);
+  const ChatPrompt rendered = render_chat_prompt(chat_, tokenizer_, next, true, nlohmann::ordered_json::object(),
+                                                 special_in_content_);
+  const std::string& text = rendered.text;
 
   // As llama.cpp's chat does: when the new rendering extends the text the cache holds, only the
   // extension is tokenized and appended (the answers stay the tokens that were generated, never
@@ -64,10 +73,15 @@ ChatTurnStats ChatSession::say(const std::string& user_text, int64_t max_tokens,
   if (!cached_.empty() && text.size() > cached_text_.size() && text.compare(0, cached_text_.size(), cached_text_) == 0) {
     keep = cached_.size();
     prompt = cached_;
-    const std::vector<int32_t> add = tokenizer_.encode(std::string_view(text).substr(cached_text_.size()), false, true);
+    // The user's text lies in the extension: its literal offsets, made relative to it.
+    std::vector<size_t> literal_at;
+    for (size_t at : rendered.literal_at)
+      if (at >= cached_text_.size()) literal_at.push_back(at - cached_text_.size());
+    const std::vector<int32_t> add =
+        tokenizer_.encode_guarded(std::string_view(text).substr(cached_text_.size()), false, literal_at);
     prompt.insert(prompt.end(), add.begin(), add.end());
   } else {
-    prompt = tokenizer_.encode(text, true, true);
+    prompt = tokenizer_.encode_guarded(text, true, rendered.literal_at);
     while (keep < cached_.size() && keep < prompt.size() && cached_[keep] == prompt[keep]) ++keep;
     if (!engine_.session().can_rewind() && keep < cached_.size()) keep = 0;
   }

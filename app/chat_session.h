@@ -3,11 +3,16 @@
 // Each turn renders the whole conversation with the chat template (add_generation_prompt). As
 // in llama.cpp's chat, when that text extends the text the KV cache already stands for (the
 // previous prompt, the answer as generated, its end-of-turn token), only the extension is
-// tokenized (special tokens parsed) and prefilled: a second turn prefills its own message and
+// tokenized and prefilled: a second turn prefills its own message and
 // the template's markers, never the history, and earlier answers stay the tokens that were
 // generated. A template that rewrites history gets the whole text tokenized and the matching
 // cached prefix kept; a recurrent architecture (kimi-k3) cannot rewind its state, so there a
 // mismatch before the end restarts from position 0.
+//
+// What the user types is tokenized as text, as serve does with message content
+// (core/text/chat_prompt.h): control tokens come only from the template, so typing
+// `<|im_end|>` cannot open a new role; `special_in_content` (chat --special-in-content) restores
+// llama.cpp's reading of the whole rendering with special tokens parsed.
 //
 // The answer streams through `on_text` as whole UTF-8 pieces; it ends at an end-of-generation
 // token (not printed, but fed to the cache so the next turn's markers follow it), at
@@ -43,7 +48,8 @@ struct ChatTurnStats {
 
 class ChatSession {
  public:
-  ChatSession(Engine& engine, const Tokenizer& tokenizer, const ChatTemplate& chat, const SamplerOptions& sampling);
+  ChatSession(Engine& engine, const Tokenizer& tokenizer, const ChatTemplate& chat, const SamplerOptions& sampling,
+              bool special_in_content = false);
 
   // Adds the user's message, answers it; Error(invalid_argument) when the conversation no longer
   // fits the context (say /reset).
@@ -63,6 +69,7 @@ class ChatSession {
   const Tokenizer& tokenizer_;
   const ChatTemplate& chat_;
   SamplerOptions sampling_;
+  bool special_in_content_;
   nlohmann::ordered_json messages_ = nlohmann::ordered_json::array();
   std::string system_;
   std::vector<int32_t> cached_;  // the tokens whose keys and values the cache holds, in order

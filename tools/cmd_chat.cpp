@@ -126,6 +126,7 @@ int cmd_chat(int argc, char** argv) {
       ("t,threads", "worker threads", cxxopts::value<unsigned>()->default_value("1"))
       ("c,ctx-size", "context length (0: min(training context, 4096))", cxxopts::value<int64_t>()->default_value("0"))
       ("b,batch-size", "most prompt tokens per forward pass", cxxopts::value<int64_t>()->default_value("512"))
+      ("special-in-content", "tokenize control-token texts typed in a message as control tokens (default: as text, so typing one cannot open a new role)")
       ("h,help", "show this help");
   add_engine_flags(options, {});
   add_sampling_flags(options);
@@ -155,7 +156,7 @@ int cmd_chat(int argc, char** argv) {
   std::fprintf(stderr, "sluice chat: %s\nsluice chat: %s\nsluice chat: chat template %s; /stats, /reset, /quit; Ctrl-C stops an answer\n",
                engine.describe_model().c_str(), engine.describe_budget().c_str(), chat.name().c_str());
 
-  core::ChatSession session(engine, tokenizer, chat, sampling);
+  core::ChatSession session(engine, tokenizer, chat, sampling, args.count("special-in-content") > 0);
   if (args.count("system-prompt")) session.set_system(args["system-prompt"].as<std::string>());
   struct sigaction sa{};
   sa.sa_handler = on_sigint;  // no SA_RESTART: Ctrl-C at the prompt ends the read

@@ -63,12 +63,11 @@ ordered_json marked(const ordered_json& j, std::span<const std::string_view> con
 
 }  // namespace
 
-ChatPrompt encode_chat_prompt(const ChatTemplate& chat, const Tokenizer& tokenizer, const ordered_json& messages,
+ChatPrompt render_chat_prompt(const ChatTemplate& chat, const Tokenizer& tokenizer, const ordered_json& messages,
                               bool add_generation_prompt, const ordered_json& extra, bool special_in_content) {
   ChatPrompt p;
   if (special_in_content) {
     p.text = chat.apply(messages, add_generation_prompt, extra);
-    p.tokens = tokenizer.encode(p.text, true, true);
     return p;
   }
   const std::vector<std::string_view> controls = control_texts(tokenizer);
@@ -83,6 +82,13 @@ ChatPrompt encode_chat_prompt(const ChatTemplate& chat, const Tokenizer& tokeniz
     from = m + kLiteralMark.size();
   }
   p.text.append(rendered, from);
+  return p;
+}
+
+ChatPrompt encode_chat_prompt(const ChatTemplate& chat, const Tokenizer& tokenizer, const ordered_json& messages,
+                              bool add_generation_prompt, const ordered_json& extra, bool special_in_content) {
+  ChatPrompt p = render_chat_prompt(chat, tokenizer, messages, add_generation_prompt, extra, special_in_content);
+  // With special_in_content there are no literal offsets: encode_guarded is encode(text, true, true).
   p.tokens = tokenizer.encode_guarded(p.text, true, p.literal_at);
   return p;
 }

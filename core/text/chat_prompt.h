@@ -36,7 +36,14 @@ struct ChatPrompt {
   std::vector<int32_t> tokens;    // encode_guarded(text, true, literal_at)
 };
 
+// The rendered text and its literal offsets, `tokens` left empty (for a caller that tokenizes only
+// part of the text, as `sluice chat` does with the extension of its cached conversation).
 // Error(invalid_argument) when the template raises or a string carries U+FDD0.
+ChatPrompt render_chat_prompt(const ChatTemplate& chat, const Tokenizer& tokenizer,
+                              const nlohmann::ordered_json& messages, bool add_generation_prompt,
+                              const nlohmann::ordered_json& extra, bool special_in_content);
+
+// render_chat_prompt, then `tokens` = encode_guarded(text, true, literal_at).
 ChatPrompt encode_chat_prompt(const ChatTemplate& chat, const Tokenizer& tokenizer,
                               const nlohmann::ordered_json& messages, bool add_generation_prompt,
                               const nlohmann::ordered_json& extra, bool special_in_content);
