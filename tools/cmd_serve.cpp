@@ -30,6 +30,7 @@
 #include "tools/llama_flags.h"
 #include "tools/session_flags.h"
 #include "tools/memory_flags.h"
+#include "tools/web/chat_page.h"
 #include "tools/http/server.h"
 #include "tools/serve_api.h"
 #include "tools/serve_logprobs.h"
@@ -307,6 +308,8 @@ std::string metrics_text(Server& s) {
   count("sluice_routed_pairs_total", "routed (token, expert) pairs in decode-only passes", m.routed_pairs);
   count("sluice_distinct_experts_total", "distinct experts per MoE layer, summed over decode-only passes", m.distinct_experts);
   put("sluice_cache_hit_rate", "expert cache hits / lookups", lookups > 0 ? static_cast<double>(m.cache_hits) / lookups : 0);
+  count("sluice_cache_hits_total", "expert cache lookups that found the shard in RAM", m.cache_hits);
+  count("sluice_cache_misses_total", "expert cache lookups that read the shard", m.cache_misses);
   count("sluice_cache_bytes_read_total", "bytes read into the expert cache", m.cache_bytes_read);
   put("sluice_uptime_seconds", "seconds since start", up);
   return out;
@@ -336,8 +339,11 @@ http::ServerOptions read_http_flags(const cxxopts::ParseResult& args, int64_t pa
   return so;
 }
 
-// The OpenAI-compatible routes, /health and /metrics.
+// The OpenAI-compatible routes, /health, /metrics and the web chat page.
 void add_routes(http::Server& svr, Server& s) {
+  svr.get("/", [](const http::Request&) {
+    return http::Reply{200, "text/html; charset=utf-8", std::string(chat_page_html()), {}};
+  });
   svr.get("/health", [](const http::Request&) { return http::Reply{200, "application/json", R"({"status":"ok"})", {}}; });
   svr.get("/v1/models", [&s](const http::Request&) {
     ordered_json m = {{"object", "list"},
