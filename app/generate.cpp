@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "app/grammar/grammar_matcher.h"
 #include "common/error.h"
 #include "core/engine.h"
 #include "core/text/tokenizer.h"
@@ -103,7 +104,13 @@ SampledToken SequenceGenerator::accept_logits(std::span<const float> row) {
   if (o_.max_tokens >= 0 && generated_ >= o_.max_tokens) return stop(StopReason::max_tokens, false), SampledToken{};
   if (o_.room_before_sampling && pos_ >= n_ctx_) return stop(StopReason::context_full, false), SampledToken{};
 
-  const int32_t tok = sampler_->sample(row);
+  std::span<const uint8_t> allowed;
+  if (o_.grammar) {
+    if (o_.grammar->compute_mask() == 0) return stop(StopReason::end_token, false), SampledToken{};
+    allowed = o_.grammar->mask();
+  }
+  const int32_t tok = sampler_->sample(row, allowed);
+  if (o_.grammar) o_.grammar->accept(tok);
   sampler_->accept(tok);
   ++generated_;
   next_ = tok;

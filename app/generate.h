@@ -63,6 +63,7 @@
 namespace sluice::core {
 
 class Engine;
+class GrammarMatcher;
 class Tokenizer;
 
 enum class StopReason { none, max_tokens, end_token, stop_string, context_full, interrupted };
@@ -79,6 +80,10 @@ struct GenerateOptions {
   bool feed_last_token = true;            // the token that reaches max_tokens is fed (serve: not)
   bool room_before_sampling = false;      // chat: stop before sampling when no position is left
   const std::atomic<bool>* interrupt = nullptr;  // checked before each sampling (Ctrl-C)
+  // A constraint (serve's response_format, grammar, forced tool calls): started by the caller,
+  // it masks every token it cannot accept before sampling and takes each sampled token. A state
+  // where it allows no token ends the sequence as at an end token (nothing sampled).
+  GrammarMatcher* grammar = nullptr;
 };
 
 // What accept_logits() did: the sampled token (-1: none, the sequence ended before sampling) and

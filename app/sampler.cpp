@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "common/error.h"
 
@@ -29,7 +30,7 @@ void Sampler::accept(int32_t token) {
   history_size_ = std::min(history_size_ + 1, history_.size());
 }
 
-int32_t Sampler::sample(std::span<const float> logits) {
+int32_t Sampler::sample(std::span<const float> logits, std::span<const uint8_t> allowed) {
   if (static_cast<int64_t>(logits.size()) != n_vocab_)
     throw Error(ErrorCode::invalid_argument, "logits row has " + std::to_string(logits.size()) +
                                                  " values, expected " + std::to_string(n_vocab_));
@@ -45,6 +46,11 @@ int32_t Sampler::sample(std::span<const float> logits) {
       float& l = work_[static_cast<size_t>(t)];
       l = l > 0 ? l / o_.repeat_penalty : l * o_.repeat_penalty;
     }
+  }
+  if (!allowed.empty()) {
+    if (static_cast<int64_t>(allowed.size()) != n_vocab_) throw Error(ErrorCode::internal, "token mask of the wrong size");
+    for (size_t i = 0; i < allowed.size(); ++i)
+      if (!allowed[i]) work_[i] = -std::numeric_limits<float>::infinity();
   }
   if (o_.temperature <= 0.0f) {
     int32_t best = 0;

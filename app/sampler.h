@@ -33,7 +33,10 @@ class Sampler {
   // Error(invalid_argument) for negative temperature/penalty, top_p or min_p outside [0, 1].
   Sampler(const SamplerOptions& options, int64_t n_vocab);
 
-  int32_t sample(std::span<const float> logits);
+  // `allowed` (empty, or one byte per token): the tokens a constraint lets through (non-zero);
+  // the others get -inf before every filter, so greedy and each filter see only allowed tokens.
+  // At least one token must be allowed.
+  int32_t sample(std::span<const float> logits, std::span<const uint8_t> allowed = {});
   // Records a token for the repetition penalty (prompt tokens and generated ones).
   void accept(int32_t token);
 

@@ -253,11 +253,16 @@ void Scheduler::admit_locked() {
     slot.gen->cached_tokens_.store(static_cast<int64_t>(best_keep));
     // End-of-generation tokens end a request undelivered; max_tokens and a full context end it
     // without feeding the last token (nothing would read its logits).
+    if (p.grammar) {
+      if (!grammar_vocab_) grammar_vocab_ = std::make_shared<const GrammarVocab>(tokenizer_);
+      slot.grammar.reset(p.grammar, grammar_vocab_);
+    }
     slot.seq.start(p.prompt, static_cast<int64_t>(best_keep),
                    {.max_tokens = p.max_tokens > 0 ? p.max_tokens : -1,
                     .end_tokens = p.stop_at_eog && tokenizer_.n_vocab() > 0 ? EndTokens::eog : EndTokens::none,
                     .tokenizer = &tokenizer_,
-                    .feed_last_token = false},
+                    .feed_last_token = false,
+                    .grammar = p.grammar ? &slot.grammar : nullptr},
                    p.sampling);
     ++metrics_.active;
     metrics_.prompt_tokens += p.prompt.size();

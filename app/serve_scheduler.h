@@ -47,6 +47,7 @@
 
 #include "core/engine.h"
 #include "app/generate.h"
+#include "app/grammar/grammar_matcher.h"
 #include "app/sampler.h"
 #include "app/token_logprobs.h"
 #include "core/llama/session.h"
@@ -63,6 +64,9 @@ struct GenerationParams {
   // >= 0: each delivered token comes with its log-probability and the top N (<= kMaxTopLogprobs)
   // alternatives (app/token_logprobs.h); < 0: none are computed.
   int top_logprobs = -1;
+  // A constraint on the reply (app/grammar/): null, or the grammar every sampled token must
+  // follow. The scheduler builds the vocabulary's token texts once, at the first such request.
+  std::shared_ptr<const Grammar> grammar;
 };
 
 enum class FinishReason { none, stop, length, cancelled, error };
@@ -175,6 +179,7 @@ class Scheduler final : public RoutingObserver {
     size_t fed = 0;             // tokens of this slot in the step being run
     std::vector<int32_t> held;  // the tokens its KV cache holds, at positions 0, 1, ... (n_ctx reserved)
     TokenLogprob logprob;  // the last sampled token's, when the request asked (sized once)
+    GrammarMatcher grammar;  // the request's constraint, when it has one (buffers kept across requests)
   };
   void run();
   void admit_locked();
@@ -204,6 +209,8 @@ class Scheduler final : public RoutingObserver {
   uint32_t stamp_ = 0;
   uint64_t step_pairs_ = 0, step_distinct_ = 0;
   int64_t n_expert_ = 0;
+
+  std::shared_ptr<const GrammarVocab> grammar_vocab_;  // built at the first constrained request
 
   std::thread thread_;
 };

@@ -96,3 +96,29 @@ TEST_CASE("the openai npm client makes a tool-call round trip with a forced Qwen
   CHECK(got["logprobs"].get<int>() > 0);
   CHECK(got["next_finish"].is_string());
 }
+
+TEST_CASE("the openai npm client gets a json_schema reply that parses and follows the schema") {
+  REQUIRE_MESSAGE(std::system("node --version >/dev/null 2>&1") == 0, "node is missing: run scripts/setup");
+  REQUIRE_MESSAGE(std::filesystem::exists(node_modules() / "openai"), "the openai npm package is missing: run scripts/setup");
+  const std::string model = (tiny_dir("qwen3moe") / "qwen3moe-q4_k_m.gguf").string();
+  const json schema = json::parse(R"({"type": "object", "properties": {"name": {"type": "string", "maxLength": 8},
+    "size": {"enum": ["small", "large"]}, "people": {"type": "integer"}}, "required": ["name", "size", "people"],
+    "additionalProperties": false})");
+  ServeProcess server({"-m", model, "--parallel", "1", "-c", "1024"});
+  const auto out = temp_dir("openai-schema") / "out.json";
+  const std::string cmd = "NODE_PATH=" + shell_quote(node_modules().string()) + " node " +
+                          shell_quote((std::filesystem::path(SLUICE_SOURCE_DIR) / "tests" / "openai_json_schema_client.cjs").string()) +
+                          " " + std::to_string(server.port()) + " qwen3moe-q4_k_m " + shell_quote(schema.dump()) + " > " +
+                          shell_quote(out.string());
+  REQUIRE(std::system(cmd.c_str()) == 0);
+  const json got = json::parse(read_text(out));
+  CHECK(got["finish"] == "stop");
+  const json v = json::parse(got["content"].get<std::string>(), nullptr, false);
+  REQUIRE(v.is_object());
+  CAPTURE(v.dump());
+  CHECK(v.size() == 3);
+  CHECK(v["name"].is_string());
+  CHECK(v["name"].get<std::string>().size() <= 8 * 4);  // at most 8 characters of at most 4 bytes
+  CHECK((v["size"] == "small" || v["size"] == "large"));
+  CHECK(v["people"].is_number_integer());
+}

@@ -119,6 +119,11 @@ bool next_tokens(core::Generation& gen, http::Responder& out, const core::TextSt
   return done;
 }
 
+// A forced tool call is written in the generic JSON form (ApiRequest::forced_tool_call).
+core::ToolSyntax tool_syntax(const Server& s, const ApiRequest& r) {
+  return r.forced_tool_call ? core::ToolSyntax::json : s.tool_syntax;
+}
+
 void generate_whole(Server& s, core::Generation& gen, core::TextStream& stream, http::Responder& out, const std::string& id,
                     const ApiRequest& r) {
   const bool chat = r.chat;
@@ -144,7 +149,7 @@ void generate_whole(Server& s, core::Generation& gen, core::TextStream& stream, 
   if (chat) choice["message"] = {{"role", "assistant"}, {"content", stream.text()}};
   else choice["text"] = stream.text();
   if (r.parse_tools) {
-    const core::ToolCallResult calls = core::parse_tool_calls(s.tool_syntax, stream.text());
+    const core::ToolCallResult calls = core::parse_tool_calls(tool_syntax(s, r), stream.text());
     if (calls.found) {
       choice["message"]["content"] = calls.content.empty() ? ordered_json(nullptr) : ordered_json(calls.content);
       choice["message"]["tool_calls"] = tool_calls_json(calls.calls, id, false);
@@ -177,7 +182,7 @@ void generate_stream(Server& s, core::Generation& gen, core::TextStream& stream,
   std::vector<core::TokenLogprob> logprobs;
   LogprobsWriter lp(*s.tokenizer, chat, r.top_logprobs);
   ForcedReply forced{s.test_reply};
-  core::ToolCallStream calls(s.tool_syntax);
+  core::ToolCallStream calls(tool_syntax(s, r));
   core::ToolCallResult parsed;
   int64_t n_generated = 0;
   auto idle_since = std::chrono::steady_clock::now();
@@ -251,6 +256,7 @@ void handle_generate(Server& s, const http::Request& req, http::Responder& out, 
     p.sampling = r->sampling;
     p.cache_prompt = r->cache_prompt;
     p.top_logprobs = r->top_logprobs;
+    p.grammar = r->grammar;
     if (!s.test_reply.empty()) p.stop_at_eog = false;
     auto gen = s.scheduler->submit(std::move(p));
     if (!gen) return out.send(error_reply(503, "the queue is full; retry later"));

@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <cmath>
 
+#include "app/grammar/json_schema_grammar.h"
 #include "app/token_logprobs.h"
+#include "common/error.h"
 #include "tools/bounded_json.h"
 
 namespace sluice::tools {
@@ -72,7 +74,7 @@ std::optional<std::string> parse_agent_options(const ordered_json& j, ApiRequest
 
 // tools: an array of {"type": "function", "function": {"name": ...}}; tool_choice: "auto",
 // "none", "required" or {"type": "function", "function": {"name": a declared tool}}.
-std::optional<std::string> parse_tool_options(const ordered_json& j, ApiRequest& r) {
+std::optional<std::string> parse_tool_options(const ordered_json& j, ApiRequest& r, std::string& forced_gbnf) {
   std::vector<std::string> names;
   const bool has_tools = j.contains("tools") && !j["tools"].is_null();
   if (has_tools) {
@@ -93,14 +95,65 @@ std::optional<std::string> parse_tool_options(const ordered_json& j, ApiRequest&
     return std::nullopt;
   }
   if (names.empty()) return "'tool_choice' needs 'tools'";
-  if (c == "auto" || c == "required") return std::nullopt;
+  if (c == "auto") return std::nullopt;
+  if (c == "required") {
+    r.forced_tool_call = true;
+    forced_gbnf = core::tool_call_gbnf(j["tools"], "");
+    return std::nullopt;
+  }
   if (c.is_object() && c.value("type", "") == "function" && c.contains("function") && c["function"].is_object() &&
       c["function"].contains("name") && c["function"]["name"].is_string()) {
-    if (std::find(names.begin(), names.end(), c["function"]["name"].get<std::string>()) == names.end())
-      return "'tool_choice' names '" + c["function"]["name"].get<std::string>() + "', which is not in 'tools'";
+    const std::string name = c["function"]["name"];
+    if (std::find(names.begin(), names.end(), name) == names.end())
+      return "'tool_choice' names '" + name + "', which is not in 'tools'";
+    r.forced_tool_call = true;
+    forced_gbnf = core::tool_call_gbnf(j["tools"], name);
     return std::nullopt;
   }
   return "'tool_choice' must be \"auto\", \"none\", \"required\" or {\"type\": \"function\", \"function\": {\"name\": ...}}";
+}
+
+// response_format, grammar and json_schema (and a forced tool call's grammar, `forced_gbnf`)
+// into r.grammar; a bad schema or grammar is the request's error.
+std::optional<std::string> parse_constraints(const ordered_json& j, ApiRequest& r, const std::string& forced_gbnf) {
+  auto given = [&](const char* key) { return j.contains(key) && !j[key].is_null(); };
+  std::string gbnf = forced_gbnf;
+  std::string source = forced_gbnf.empty() ? "" : "a forced tool call ('tool_choice')";
+  auto take = [&](std::string text, const char* what) -> std::optional<std::string> {
+    if (!source.empty()) return std::string("give only one of 'response_format', 'grammar', 'json_schema' and a forced "
+                                            "tool call; this request has ") + what + " and " + source;
+    gbnf = std::move(text);
+    source = what;
+    return std::nullopt;
+  };
+  try {
+    if (given("response_format")) {
+      const ordered_json& f = j["response_format"];
+      const std::string type = f.is_object() && f.contains("type") && f["type"].is_string() ? f["type"].get<std::string>() : "";
+      if (type == "json_object") {
+        const bool schema = f.contains("schema") && !f["schema"].is_null();
+        if (auto e = take(schema ? core::json_schema_gbnf(f["schema"]) : core::json_object_gbnf(), "'response_format'")) return e;
+      } else if (type == "json_schema") {
+        if (!f.contains("json_schema") || !f["json_schema"].is_object() || !f["json_schema"].contains("schema"))
+          return "'response_format' of type \"json_schema\" needs 'json_schema': {\"schema\": {...}}";
+        if (auto e = take(core::json_schema_gbnf(f["json_schema"]["schema"]), "'response_format'")) return e;
+      } else if (type != "text") {
+        return "'response_format' must be {\"type\": \"text\"}, {\"type\": \"json_object\"} or "
+               "{\"type\": \"json_schema\", \"json_schema\": {\"schema\": {...}}}";
+      }
+    }
+    if (given("json_schema")) {
+      if (auto e = take(core::json_schema_gbnf(j["json_schema"]), "'json_schema'")) return e;
+    }
+    if (given("grammar")) {
+      if (!j["grammar"].is_string() || j["grammar"].get<std::string>().empty()) return "'grammar' must be a non-empty GBNF string";
+      if (auto e = take(j["grammar"].get<std::string>(), "'grammar'")) return e;
+    }
+    if (!gbnf.empty()) r.grammar = std::make_shared<const core::Grammar>(core::parse_gbnf(gbnf));
+  } catch (const Error& e) {
+    return std::string(e.what());
+  }
+  return std::nullopt;
 }
 
 }  // namespace
@@ -194,6 +247,7 @@ std::optional<ApiRequest> parse_request(const std::string& body, bool chat, ApiE
       if (x.empty() || x.size() > kMaxStopBytes) return bad("each 'stop' string must have 1 to 256 bytes");
   }
   if (auto why = parse_agent_options(j, r)) return bad(*why);
+  std::string forced_gbnf;  // tool_choice "required" or a named function
   if (chat) {
     if (!j.contains("messages") || !j["messages"].is_array() || j["messages"].empty())
       return bad("'messages' must be a non-empty array");
@@ -209,7 +263,11 @@ std::optional<ApiRequest> parse_request(const std::string& body, bool chat, ApiE
       n["content"] = *text;
       r.messages.push_back(std::move(n));
     }
-    if (auto why = parse_tool_options(j, r)) return bad(*why);
+    try {
+      if (auto why = parse_tool_options(j, r, forced_gbnf)) return bad(*why);
+    } catch (const Error& e) {
+      return bad(e.what());
+    }
     r.template_extra = ordered_json::object();
     if (j.contains("tools") && j["tools"].is_array() && !j["tools"].empty()) r.template_extra["tools"] = j["tools"];
     if (j.contains("chat_template_kwargs") && j["chat_template_kwargs"].is_object())
@@ -232,6 +290,7 @@ std::optional<ApiRequest> parse_request(const std::string& body, bool chat, ApiE
       return bad("'prompt' must be a string, one string in an array, or an array of token ids");
     }
   }
+  if (auto why = parse_constraints(j, r, forced_gbnf)) return bad(*why);
   return r;
 }
 

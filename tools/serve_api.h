@@ -4,12 +4,14 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "app/grammar/gbnf.h"
 #include "app/sampler.h"
 
 namespace sluice::tools {
@@ -38,9 +40,17 @@ struct ApiRequest {
   int top_logprobs = -1;
   bool include_usage = false;
   // Tools (parse_tool_options): the model's replies are parsed for tool calls when the request
-  // declares `tools` and `tool_choice` is not "none". "required" and a named function are
-  // accepted but not enforced (no constrained decoding yet): the reply is parsed the same way.
+  // declares `tools` and `tool_choice` is not "none". "required" and a named function force a
+  // call: the grammar below makes the reply one call in the generic JSON form
+  // ({"name": ..., "arguments": ...}, arguments following the tool's parameter schema), which is
+  // then parsed as ToolSyntax::json whatever the template's family.
   bool parse_tools = false;
+  bool forced_tool_call = false;
+  // The constraint on the reply (parse_constraints), null when none: `response_format`
+  // ({"type": "json_object"}, optionally with llama-server's "schema", or {"type": "json_schema",
+  // "json_schema": {"schema": ...}}), llama-server's `grammar` (GBNF) or `json_schema`, or a
+  // forced tool call. At most one may be given.
+  std::shared_ptr<const core::Grammar> grammar;
 };
 
 // Parses and checks a body; std::nullopt and `error` set on a bad request (status 400).
