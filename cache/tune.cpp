@@ -22,6 +22,12 @@ std::string json_number(std::optional<double> v) {
   return fmt("%.6g", *v);
 }
 
+std::string json_array(const std::vector<double>& values) {
+  std::string out = "[";
+  for (size_t i = 0; i < values.size(); ++i) out += (i ? ", " : "") + json_number(values[i]);
+  return out + "]";
+}
+
 }  // namespace
 
 const TuneRow* TuneReport::find(std::string_view policy, size_t budget_index) const {
@@ -114,7 +120,10 @@ TuneReport run_tune(const Trace& trace, const TuneOptions& o) {
       row.budget = b;
       row.hit_rate = s.hit_rate();
       row.misses_per_token = s.misses_per_token();
-      for (const auto& l : s.layers) row.layer_hit_rates.push_back(l.hit_rate());
+      for (const auto& l : s.layers) {
+        row.layer_hit_rates.push_back(l.hit_rate());
+        row.layer_accesses.push_back(l.hits + l.misses);
+      }
       if (o.shard_bytes) {
         row.miss_bytes_per_token = row.misses_per_token * static_cast<double>(o.shard_bytes);
         double cap = o.mem_gbps * 1e9 / active_bytes;
@@ -122,6 +131,17 @@ TuneReport run_tune(const Trace& trace, const TuneOptions& o) {
         row.predicted_tok_s = std::min(disk, cap);
       }
       rep.rows.push_back(std::move(row));
+    }
+  }
+  for (size_t bi = 0; bi < rep.budgets.size(); ++bi) {
+    const TuneRow* bound = rep.find("belady", bi);
+    if (bound == nullptr) continue;
+    const TuneRow bel = *bound;  // a copy: the loop below writes to every row, belady's included
+    for (TuneRow& row : rep.rows) {
+      if (row.budget.label != rep.budgets[bi].label) continue;
+      row.gap_to_belady = bel.hit_rate - row.hit_rate;
+      for (size_t l = 0; l < row.layer_hit_rates.size(); ++l)
+        row.layer_gaps_to_belady.push_back(bel.layer_hit_rates.at(l) - row.layer_hit_rates[l]);
     }
   }
   // Recommendation: the non-clairvoyant policy best at the most budgets (mean hit rate breaks ties).
@@ -191,6 +211,21 @@ std::string format_tune_text(const TuneReport& r) {
     for (double x : row.layer_hit_rates) out += fmt(" %3.0f", 100 * x);
     out += "\n";
   }
+  bool any_gap = false;
+  for (const auto& row : r.rows) any_gap = any_gap || (row.gap_to_belady && row.policy != "belady");
+  if (any_gap) {
+    out += "\ngap to belady (points of hit rate; per layer, weighted by accesses, they average to the total), layers 0.." +
+           std::to_string(r.n_layer ? r.n_layer - 1 : 0) + ":\n";
+    for (const auto& row : r.rows) {
+      if (!row.gap_to_belady || row.policy == "belady") continue;
+      char head[96];
+      std::snprintf(head, sizeof head, "  %-6s %-11s total %5.1f |", row.budget.label.c_str(), row.policy.c_str(),
+                    100 * *row.gap_to_belady);
+      out += head;
+      for (double x : row.layer_gaps_to_belady) out += fmt(" %5.1f", 100 * x);
+      out += "\n";
+    }
+  }
   if (!r.recommendation.empty()) out += "\nrecommendation: " + r.recommendation + "\n";
   return out;
 }
@@ -205,7 +240,10 @@ std::string format_tune_json(const TuneReport& r) {
            (row.budget.budget_bytes ? std::to_string(row.budget.budget_bytes) : std::string("null")) +
            ", \"hit_rate\": " + fmt("%.6g", row.hit_rate) +
            ", \"miss_bytes_per_token\": " + json_number(row.miss_bytes_per_token) +
-           ", \"predicted_tok_s\": " + json_number(row.predicted_tok_s) + "}";
+           ", \"predicted_tok_s\": " + json_number(row.predicted_tok_s) +
+           ", \"gap_to_belady\": " + json_number(row.gap_to_belady) +
+           ", \"layer_hit_rates\": " + json_array(row.layer_hit_rates) + ", \"layer_gaps_to_belady\": " +
+           (row.gap_to_belady ? json_array(row.layer_gaps_to_belady) : std::string("null")) + "}";
   }
   out += "\n]\n";
   return out;

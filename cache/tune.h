@@ -49,6 +49,12 @@ struct TuneRow {
   std::optional<double> miss_bytes_per_token;  // needs shard_bytes
   std::optional<double> predicted_tok_s;
   std::vector<double> layer_hit_rates;
+  std::vector<uint64_t> layer_accesses;  // hits + misses at each layer (weights for per-layer figures)
+  // Belady's hit rate minus this row's at the same budget, in total and per layer (a fraction;
+  // 0 for belady itself). Unset / empty when belady is not among the policies. The per-layer
+  // gaps weighted by layer_accesses average to the total.
+  std::optional<double> gap_to_belady;
+  std::vector<double> layer_gaps_to_belady;
 };
 
 struct TuneReport {
@@ -77,7 +83,8 @@ TuneReport run_tune(const Trace& trace, const TuneOptions& options);
 
 std::string format_tune_text(const TuneReport& report);
 // [{"policy", "budget_fraction", "budget_bytes", "hit_rate", "miss_bytes_per_token",
-//   "predicted_tok_s"}, ...]; unknown values (no shard size) are null.
+//   "predicted_tok_s", "gap_to_belady", "layer_hit_rates", "layer_gaps_to_belady"}, ...];
+// unknown values (no shard size; no belady row for the gaps) are null.
 std::string format_tune_json(const TuneReport& report);
 // Hit rate vs budget, one polyline per policy, Belady dashed.
 std::string format_tune_svg(const TuneReport& report);
