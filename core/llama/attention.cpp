@@ -219,11 +219,13 @@ void LlamaSession::attend(int64_t il, int64_t n, const float* q, int64_t q_strid
           }
         }
         const int64_t max_vis = n_vis(nt - 1);  // a sequence's positions ascend in a batch
+        // One token (decode) reuses nothing across tiles: it reads its cells in one pass.
+        const int64_t pass = nt == 1 ? max_vis : cells;
         // Scores: each tile of key rows (widened once per token for the block's heads) serves every
         // token that sees it; each score is still vec_dot's of the same q and k rows.
-        for (int64_t j0 = 0; j0 < max_vis; j0 += cells) {
+        for (int64_t j0 = 0; j0 < max_vis; j0 += pass) {
           for (int64_t i = 0; i < nt; ++i) {
-            const int64_t j1 = std::min(j0 + cells, n_vis(i));
+            const int64_t j1 = std::min(j0 + pass, n_vis(i));
             if (j1 <= j0) continue;
             float* tile_scores[kAttnHeadBlock];
             for (int64_t b = 0; b < block; ++b) tile_scores[b] = score_row(i * block + b) + j0;
@@ -244,7 +246,7 @@ void LlamaSession::attend(int64_t il, int64_t n, const float* q, int64_t q_strid
         // in order as one pass would (the outputs wait in memory between tiles: exact). Query rows
         // whose tile ends at the same cell share one call, so each row is widened once for them.
         const size_t v_stride = mla ? kv.k_row_bytes() : kv.v_row_bytes();
-        for (int64_t j0 = 0; j0 < max_vis; j0 += cells) {
+        for (int64_t j0 = 0; j0 < max_vis; j0 += pass) {
           const float* group_w[kAttnMaxTileTokens * kAttnHeadBlock];
           float* group_o[kAttnMaxTileTokens * kAttnHeadBlock];
           size_t n_group = 0;
@@ -256,7 +258,7 @@ void LlamaSession::attend(int64_t il, int64_t n, const float* q, int64_t q_strid
             n_group = 0;
           };
           for (int64_t i = 0; i < nt; ++i) {
-            const int64_t j1 = std::min(j0 + cells, n_vis(i));
+            const int64_t j1 = std::min(j0 + pass, n_vis(i));
             if (j1 <= j0) continue;
             if (j1 != group_end) flush();
             group_end = j1;
