@@ -52,6 +52,11 @@ struct SessionOptions {
   // experts the exchange's partition gives it and receives the others' outputs. Null: one
   // process computes every expert. Not owned; outlives the session.
   ExpertExchange* exchange = nullptr;
+  // Prefill attention tiling (LlamaSession, F16 cache; core/llama/attention.cpp): query tokens of
+  // one sequence per pass over the KV cells, and cells per pass (0: defaults sized for the L2).
+  // Never changes results: 1 token per pass is the untiled order, which tests compare against.
+  int64_t attn_tile_tokens = 0;
+  int64_t attn_tile_cells = 0;
 };
 
 // One MoE routing decision: experts in selection order (descending score), their final mixing

@@ -19,6 +19,8 @@ size_t sz(int64_t n) { return static_cast<size_t>(n); }
 size_t align_up(size_t n) { return (n + 63) / 64 * 64; }
 // llama.cpp pads the attended KV cells to a multiple of 256 (capped by the cache size).
 constexpr int64_t kKvPad = 256;
+// Bytes of key (or value) rows one pass of a query tile reads: they stay in a core's L2.
+constexpr size_t kKvTileBytes = 256 * 1024;
 size_t slice_bytes(const Tensor& t) { return sz(t.ne[1]) * t.row_bytes; }
 }  // namespace
 
@@ -140,62 +142,61 @@ void LlamaSession::attend(int64_t il, int64_t n, const float* q, int64_t q_strid
   // 64 heads share one latent row). Every output element still sums the same products in the
   // same order over the cells.
   const int64_t block = !f32 && group % kAttnHeadBlock == 0 ? kAttnHeadBlock : 1;
-  const int64_t n_units = n * (H / block);
+  const int64_t head_blocks = H / block;
+  // Tiles: up to attn_tile_tokens_ consecutive tokens of one sequence (1 for an F32 cache), whose
+  // query rows share every pass over the cells. A prefill then reads the layer's cache once per
+  // (tile, head block) instead of once per (token, head block): the cost was that traffic.
+  int64_t n_tiles = 0;
+  for (int64_t t = 0; t < n; ++t)
+    if (t == 0 || seq_[sz(t)] != seq_[sz(t - 1)] || t - attn_tiles_[sz(n_tiles - 1)] == attn_tile_tokens_)
+      attn_tiles_[sz(n_tiles++)] = t;
+  attn_tiles_[sz(n_tiles)] = n;
+  // Cells per pass: a tile of key (then value) rows that stays in L2 while every query row of
+  // the tile reads it.
+  const int64_t cells = attn_tile_cells_ > 0
+                            ? attn_tile_cells_
+                            : std::max<int64_t>(64, static_cast<int64_t>(kKvTileBytes / (sz(k_len) * es)) / 64 * 64);
+  const int64_t n_units = n_tiles * head_blocks;
   const int64_t n_slots = n_slots_;
+  const size_t rows = sz(attn_tile_tokens_ * kAttnHeadBlock);
   const size_t scores_bytes = align_up(sz(n_ctx) * 4);
   const size_t qact_bytes = align_up(ggml_row_bytes(qt, static_cast<uint64_t>(k_len)));
   pool_.parallel_for(n_slots, 1, [&](int64_t s0, int64_t s1) {
     for (int64_t slot = s0; slot < s1; ++slot) {
-      // Slot layout (Sizes::of): kAttnHeadBlock score rows, the F16-rounded softmax,
-      // kAttnHeadBlock quantized q rows, a value column.
+      // Slot layout (Sizes::of): a score row per query row of a tile, the F16-rounded softmax, a
+      // quantized q row per query row, a value column.
       std::byte* base = slots_.data() + sz(slot) * slot_bytes_;
-      std::byte* p16 = base + kAttnHeadBlock * scores_bytes;
+      std::byte* p16 = base + rows * scores_bytes;
       std::byte* qact_base = p16 + align_up(sz(n_ctx) * 2);
-      float* vcol = reinterpret_cast<float*>(qact_base + kAttnHeadBlock * qact_bytes);
+      float* vcol = reinterpret_cast<float*>(qact_base + rows * qact_bytes);
       for (int64_t u = slot; u < n_units; u += n_slots) {
-        const int64_t t = u / (H / block), h0 = (u % (H / block)) * block;
+        const int64_t t0 = attn_tiles_[sz(u / head_blocks)], t1 = attn_tiles_[sz(u / head_blocks + 1)];
+        const int64_t nt = t1 - t0, h0 = (u % head_blocks) * block;
         const int64_t kvh = h0 / group;
-        const int64_t n_vis = pos_[sz(t)] + 1;  // causal
+        auto n_vis = [&](int64_t i) { return pos_[sz(t0 + i)] + 1; };  // causal: token t0 + i of the tile
         // Per sequence, as a single-sequence pass of its tokens would: llama.cpp attends over n_kv
         // cells, the used cells rounded up to its padding, capped by the cache size; masked cells
         // weigh exactly 0 but shape the SIMD blocks of softmax and the sums.
-        const size_t s = sz(seq_[sz(t)]);
+        const size_t s = sz(seq_[sz(t0)]);
         const KvCache& kv = kv_[s];
         const int64_t used = seq_used_[s];
         const int64_t n_kv = std::min(n_ctx, std::max(kKvPad, (used + kKvPad - 1) / kKvPad * kKvPad));
-        const bool tiny_blas = seq_count_[s] >= 2 && n_kv % 16 == 0;  // llamafile takes batched kq x V
         const size_t k_off = mla ? 0 : sz(kvh * k_len) * es;
         auto v_row = [&](int64_t j) {
           return mla ? kv.k(il, j) : kv.v(il, j) + sz(kvh * v_len) * es;
         };
-        float* outs[kAttnHeadBlock];
-        if (!f32) {
-          // F16 keys: the block's heads score against each key row in one pass (the row is
-          // widened once for all of them); each score is still vec_dot's.
-          const uint16_t* q16[kAttnHeadBlock];
-          float* score_rows[kAttnHeadBlock];
-          for (int64_t b = 0; b < block; ++b) {
-            std::byte* qact = qact_base + sz(b) * qact_bytes;
-            kernels::quantize_row(qt, q + t * q_stride + (h0 + b) * q_head_stride, qact, k_len);
-            q16[b] = reinterpret_cast<const uint16_t*>(qact);
-            score_rows[b] = reinterpret_cast<float*>(base + sz(b) * scores_bytes);
-          }
-          kernels::dot_f16_rows(kv.k(il, 0) + k_off, kv.k_row_bytes(), n_vis, k_len, {q16, sz(block)},
-                                {score_rows, sz(block)});
-        }
-        for (int64_t b = 0; b < block; ++b) {
-          const int64_t h = h0 + b;
-          float* scores = reinterpret_cast<float*>(base + sz(b) * scores_bytes);
-          const float* qv = q + t * q_stride + h * q_head_stride;
-          if (f32) {
-            for (int64_t j = 0; j < n_vis; ++j)
+        auto score_row = [&](int64_t r) { return reinterpret_cast<float*>(base + sz(r) * scores_bytes); };
+        if (f32) {
+          const int64_t t = t0;  // F32 tiles hold one token
+          const bool tiny_blas = seq_count_[s] >= 2 && n_kv % 16 == 0;  // llamafile takes batched kq x V
+          for (int64_t h = h0; h < h0 + block; ++h) {
+            float* scores = score_row(h - h0);
+            const float* qv = q + t * q_stride + h * q_head_stride;
+            for (int64_t j = 0; j < n_vis(0); ++j)
               scores[j] = kernels::dot_f32_ggml_vec(reinterpret_cast<const float*>(kv.k(il, j) + k_off), qv, k_len);
-          }
-          std::fill(scores + n_vis, scores + n_kv, -std::numeric_limits<float>::infinity());
-          kernels::softmax({scores, sz(n_kv)}, kq_scale);
-          float* o = out + t * out_stride + h * out_head_stride;
-          outs[b] = o;
-          if (f32) {
+            std::fill(scores + n_vis(0), scores + n_kv, -std::numeric_limits<float>::infinity());
+            kernels::softmax({scores, sz(n_kv)}, kq_scale);
+            float* o = out + t * out_stride + h * out_head_stride;
             // ggml: kqv = V^T kq, one dot per value channel over the n_kv cells
             for (int64_t i = 0; i < v_len; ++i) {
               for (int64_t j = 0; j < n_kv; ++j)
@@ -203,18 +204,71 @@ void LlamaSession::attend(int64_t il, int64_t n, const float* q, int64_t q_strid
               o[i] = tiny_blas ? kernels::dot_f32_tinyblas(vcol, scores, n_kv)
                                : kernels::dot_f32_ggml_vec(vcol, scores, n_kv);
             }
-            continue;
           }
-          // F16 V: ggml rounds kq to F16 first; summed below, with the block's other heads
-          kernels::quantize_row(GgmlType::F16, scores, p16, n_vis);
-          kernels::dequantize_row(GgmlType::F16, p16, scores, n_vis);
-          std::fill(o, o + v_len, 0.0f);
+          continue;
         }
-        if (f32) continue;
-        const float* weights[kAttnHeadBlock];
-        for (int64_t b = 0; b < block; ++b) weights[b] = reinterpret_cast<const float*>(base + sz(b) * scores_bytes);
+        // F16 cache: query row r = i * block + b is head h0 + b of token t0 + i.
+        const uint16_t* q16[kAttnMaxTileTokens * kAttnHeadBlock];
+        float* outs[kAttnMaxTileTokens * kAttnHeadBlock];
+        for (int64_t i = 0; i < nt; ++i) {
+          for (int64_t b = 0; b < block; ++b) {
+            std::byte* qact = qact_base + sz(i * block + b) * qact_bytes;
+            kernels::quantize_row(qt, q + (t0 + i) * q_stride + (h0 + b) * q_head_stride, qact, k_len);
+            q16[i * block + b] = reinterpret_cast<const uint16_t*>(qact);
+            outs[i * block + b] = out + (t0 + i) * out_stride + (h0 + b) * out_head_stride;
+          }
+        }
+        const int64_t max_vis = n_vis(nt - 1);  // a sequence's positions ascend in a batch
+        // One token (decode) reuses nothing across tiles: it reads its cells in one pass.
+        const int64_t pass = nt == 1 ? max_vis : cells;
+        // Scores: each tile of key rows (widened once per token for the block's heads) serves every
+        // token that sees it; each score is still vec_dot's of the same q and k rows.
+        for (int64_t j0 = 0; j0 < max_vis; j0 += pass) {
+          for (int64_t i = 0; i < nt; ++i) {
+            const int64_t j1 = std::min(j0 + pass, n_vis(i));
+            if (j1 <= j0) continue;
+            float* tile_scores[kAttnHeadBlock];
+            for (int64_t b = 0; b < block; ++b) tile_scores[b] = score_row(i * block + b) + j0;
+            kernels::dot_f16_rows(kv.k(il, j0) + k_off, kv.k_row_bytes(), j1 - j0, k_len, {q16 + i * block, sz(block)},
+                                  {tile_scores, sz(block)});
+          }
+        }
+        // The softmax sees each query row's whole score row; ggml rounds kq to F16 for an F16 V.
+        for (int64_t r = 0; r < nt * block; ++r) {
+          float* scores = score_row(r);
+          std::fill(scores + n_vis(r / block), scores + n_kv, -std::numeric_limits<float>::infinity());
+          kernels::softmax({scores, sz(n_kv)}, kq_scale);
+          kernels::quantize_row(GgmlType::F16, scores, p16, n_vis(r / block));
+          kernels::dequantize_row(GgmlType::F16, p16, scores, n_vis(r / block));
+          std::fill(outs[r], outs[r] + v_len, 0.0f);
+        }
+        // Values: each tile of value rows is added to every query row that sees it, cell by cell
+        // in order as one pass would (the outputs wait in memory between tiles: exact). Query rows
+        // whose tile ends at the same cell share one call, so each row is widened once for them.
         const size_t v_stride = mla ? kv.k_row_bytes() : kv.v_row_bytes();
-        kernels::add_scaled_f16_rows(v_row(0), v_stride, n_vis, v_len, {weights, sz(block)}, {outs, sz(block)});
+        for (int64_t j0 = 0; j0 < max_vis; j0 += pass) {
+          const float* group_w[kAttnMaxTileTokens * kAttnHeadBlock];
+          float* group_o[kAttnMaxTileTokens * kAttnHeadBlock];
+          size_t n_group = 0;
+          int64_t group_end = j0;
+          auto flush = [&] {
+            if (n_group > 0)
+              kernels::add_scaled_f16_rows(v_row(j0), v_stride, group_end - j0, v_len, {group_w, n_group},
+                                           {group_o, n_group});
+            n_group = 0;
+          };
+          for (int64_t i = 0; i < nt; ++i) {
+            const int64_t j1 = std::min(j0 + pass, n_vis(i));
+            if (j1 <= j0) continue;
+            if (j1 != group_end) flush();
+            group_end = j1;
+            for (int64_t b = 0; b < block; ++b) {
+              group_w[n_group] = score_row(i * block + b) + j0;
+              group_o[n_group++] = outs[i * block + b];
+            }
+          }
+          flush();
+        }
       }
     }
   });

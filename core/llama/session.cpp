@@ -33,15 +33,15 @@ struct LlamaSession::Sizes {
          logits = 0, exchange = 0;                                                 // floats
   size_t route_ids = 0, route_groups = 0, expert_list = 0, gather = 0;   // int32 (pending_: expert_list)
   size_t mm_scratch = 0, slots = 0, slot_bytes = 0, predictor = 0;       // bytes
-  size_t pos = 0, seqs = 0;  // per token: pos_ (int64) + seq_ (int32) + runs_ (int64, +1); per sequence: 2 int64
-  int64_t n_slots = 1;
+  size_t pos = 0, seqs = 0;  // per token: pos_ (int64) + seq_ (int32) + runs_ and attn_tiles_ (int64, +1 each); per sequence: 2 int64
+  int64_t n_slots = 1, attn_tile_tokens = 1, attn_tile_cells = 0;
 
   uint64_t bytes() const {
     uint64_t f = x + cur + attn_out + ffn_out + q + k + v + qa + kva + qcur + kqv + heads_out + head_in + head_res +
                  ffn_g + ffn_u + sh_out + router_logits + router_scratch + route_w + expert_out + xe + ge + ue + de +
                  rope_cache + logits + exchange;
     return 4 * (f + route_ids + route_groups + 2 * expert_list + gather) + mm_scratch + slots + predictor +
-           8 * pos + 4 * pos + 8 * (pos + 1) + 16 * seqs;
+           8 * pos + 4 * pos + 2 * 8 * (pos + 1) + 16 * seqs;
   }
 
   static Sizes of(const Model& model, const SessionOptions& o, int64_t n_threads) {
@@ -52,6 +52,10 @@ struct LlamaSession::Sizes {
       throw Error(ErrorCode::invalid_argument, "batch size " + std::to_string(o.n_batch) + " must be positive");
     if (o.prefetch_depth < 0)
       throw Error(ErrorCode::invalid_argument, "--prefetch-depth " + std::to_string(o.prefetch_depth) + " must be 0 or more");
+    if (o.attn_tile_tokens < 0 || o.attn_tile_tokens > kAttnMaxTileTokens || o.attn_tile_cells < 0)
+      throw Error(ErrorCode::invalid_argument, "attention tile of " + std::to_string(o.attn_tile_tokens) + " tokens x " +
+                                                   std::to_string(o.attn_tile_cells) + " cells: tokens must be in [0, " +
+                                                   std::to_string(kAttnMaxTileTokens) + "], cells 0 or more");
     if (o.n_seq <= 0 || o.n_seq > 4096)
       throw Error(ErrorCode::invalid_argument, "sequence count " + std::to_string(o.n_seq) + " must be in [1, 4096]");
     const int64_t B = o.n_batch, E = c.n_embd;
@@ -124,9 +128,14 @@ struct LlamaSession::Sizes {
     z.n_slots = std::max<int64_t>(1, n_threads);
     const int64_t n_ctx = default_ctx(c, o.n_ctx);
     const GgmlType qt = kernels::vec_dot_type(o.kv_type);
-    z.slot_bytes = kAttnHeadBlock * align_up(sz(n_ctx) * 4) + align_up(sz(n_ctx) * 2) +
-                   kAttnHeadBlock * align_up(ggml_row_bytes(qt, static_cast<uint64_t>(k_len))) +
-                   align_up(sz(n_ctx) * 4);
+    // An F32 cache attends one token at a time (its V^T kq dots, ggml's order, run per channel);
+    // an F16 one a tile of tokens, never more than a batch holds.
+    const int64_t tile = o.attn_tile_tokens > 0 ? o.attn_tile_tokens : kAttnMaxTileTokens;
+    z.attn_tile_tokens = o.kv_type == GgmlType::F32 ? 1 : std::min(tile, B);
+    z.attn_tile_cells = o.attn_tile_cells;
+    const size_t rows = sz(z.attn_tile_tokens * kAttnHeadBlock);
+    z.slot_bytes = rows * align_up(sz(n_ctx) * 4) + align_up(sz(n_ctx) * 2) +
+                   rows * align_up(ggml_row_bytes(qt, static_cast<uint64_t>(k_len))) + align_up(sz(n_ctx) * 4);
     z.slots = z.slot_bytes * sz(z.n_slots);
     return z;
   }
@@ -188,6 +197,9 @@ LlamaSession::LlamaSession(const Model& model, ExpertSource& experts, kernels::T
   n_slots_ = z.n_slots;
   slot_bytes_ = z.slot_bytes;
   slots_.resize(z.slots);
+  attn_tile_tokens_ = z.attn_tile_tokens;
+  attn_tile_cells_ = z.attn_tile_cells;
+  attn_tiles_.resize(z.pos + 1);
   if (o.prefetch_depth > 0 && model.config().n_expert > 0) predictor_ = std::make_unique<ExpertPredictor>(model, o.prefetch_depth, pool.size());
   scratch_bytes_ = z.bytes();
 }

@@ -110,7 +110,11 @@ class LlamaSession final : public Session {
   static constexpr int64_t kPoolRowsMin = 16;
   bool all_heads_at_once(const Tensor& t) const;  // attention.cpp
   // Attends every (token, head) of the batch; q rows of `q_stride` floats, heads `q_head_stride`
-  // apart; writes `v_len` floats per head to out (heads `out_head_stride` apart).
+  // apart; writes `v_len` floats per head to out (heads `out_head_stride` apart). An F16 cache is
+  // read a tile of cells at a time for a tile of query rows (several tokens of one sequence x a
+  // head block), so a prefill reads the layer's cache once per tile instead of once per token.
+  // The scores, the softmax and each output's sum over the cells are computed exactly as one
+  // token at a time would: every output is bit-identical for any tiling.
   void attend(int64_t il, int64_t n, const float* q, int64_t q_stride, int64_t q_head_stride,
               int64_t k_len, int64_t v_len, float* out, int64_t out_stride, int64_t out_head_stride);
   void ffn_dense(const Tensor& gate, const Tensor& up, const Tensor& down, int64_t n, float* out);
@@ -158,12 +162,17 @@ class LlamaSession final : public Session {
   std::vector<float> rope_cache_;
   std::vector<float> logits_;
   std::vector<std::byte> mm_scratch_;
-  // Per attention slot (one per thread): scores and quantized q for kAttnHeadBlock heads,
-  // rounded softmax, value column (F32 cache).
+  // Per attention slot (one per thread): scores and quantized q for a tile of query rows
+  // (attn_tile_tokens_ tokens x kAttnHeadBlock heads), rounded softmax, value column (F32 cache).
+  // The score rows are n_ctx floats each: the scratch is linear in the context.
   static constexpr int64_t kAttnHeadBlock = 4;
+  static constexpr int64_t kAttnMaxTileTokens = 16;
   int64_t n_slots_ = 1;
   size_t slot_bytes_ = 0;
   std::vector<std::byte> slots_;
+  int64_t attn_tile_tokens_ = 1;  // query tokens of one sequence per pass over the cells
+  int64_t attn_tile_cells_ = 0;   // KV cells per pass (0: from the row size, attention.cpp)
+  std::vector<int64_t> attn_tiles_;  // the current batch's tiles: first token of each, then n
 };
 
 }  // namespace sluice::core
