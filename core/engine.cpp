@@ -128,6 +128,34 @@ void plan_load(RunPlan& p, const EngineOptions& options, const Architecture& arc
   p.lean_load.stream_layer_tensors = true;
 }
 
+// The largest context below the session's at which the budget planner finds a way (0: none),
+// for the message of a budget that the KV cache (and the scratch, which grows with the context)
+// outgrows. The KV cache and scratch only grow with the context, so a binary search finds it.
+int64_t largest_context_that_fits(RunPlan& p) {
+  const SessionOptions requested = p.session;
+  const int64_t upper = requested.n_ctx > 0 ? requested.n_ctx : 4096;  // 0 is min(training, 4096)
+  auto fits_at = [&p](int64_t n_ctx) {
+    p.session.n_ctx = n_ctx;  // p.in.scratch reads p.session
+    BudgetInputs in = p.in;
+    in.kv = p.planned->kv_bytes(p.session);
+    in.recurrent = p.planned->recurrent_bytes(p.session);
+    try {
+      plan_budget(in);
+      return true;
+    } catch (const Error& e) {
+      if (e.code() != ErrorCode::budget) throw;
+      return false;
+    }
+  };
+  int64_t lo = 0, hi = upper - 1;  // lo: 0 or a context that fits
+  while (lo < hi) {
+    const int64_t mid = lo + (hi - lo + 1) / 2;
+    if (fits_at(mid)) lo = mid; else hi = mid - 1;
+  }
+  p.session = requested;
+  return lo;
+}
+
 // The sizes the budget planner decides on: the full load's, the expert cache's and (where the
 // architecture streams layers) the lean load's.
 void plan_sizes(RunPlan& p, const EngineOptions& options, const Architecture& arch, const ArchitectureGpu* gpu,
@@ -162,7 +190,15 @@ void plan_sizes(RunPlan& p, const EngineOptions& options, const Architecture& ar
     return (layers ? *p.lean : *p.planned).scratch_bytes(o, threads);
   };
   if (options.gpu) in.gpu_staging = [&p, gpu](int64_t batch) { return gpu->host_staging(*p.planned, batch); };
-  p.budget = plan_budget(in);
+  try {
+    p.budget = plan_budget(in);
+  } catch (const Error& e) {
+    if (e.code() != ErrorCode::budget || in.kv == 0) throw;
+    const int64_t largest = largest_context_that_fits(p);
+    if (largest == 0) throw;
+    throw Error(ErrorCode::budget, std::string(e.what()) + "; the largest context that fits is -c " +
+                                       std::to_string(largest));
+  }
   const BudgetNeed& chosen = p.budget.chosen;
   if (!p.stream && options.budget_bytes > 0 && chosen.total() > options.budget_bytes) {
     throw Error(ErrorCode::budget, "budget " + human_bytes(options.budget_bytes) + " is below the " +

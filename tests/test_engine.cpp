@@ -320,6 +320,38 @@ TEST_CASE("a budget below the minimum is refused with the minimum in MiB and its
   }
 }
 
+TEST_CASE("a context whose KV cache outgrows the budget is refused naming the largest context that fits, which opens") {
+  for (const char* stem : {"tiny/deepseek2/deepseek2-q4_k_m", "tiny/qwen3moe/qwen3moe-q4_k_m", "kimi-k3/kimi-k3-q4_k_m"}) {
+    CAPTURE(stem);
+    EngineOptions o = options_for(stem);
+    o.session.n_ctx = 1024;
+    uint64_t minimum_at_1024 = 0;
+    {
+      Engine e(o);
+      minimum_at_1024 = e.budget().minimum();
+    }
+    o.budget_bytes = minimum_at_1024;
+    o.session.n_ctx = 8192;
+    int64_t largest = 0;
+    try {
+      Engine e(o);
+      FAIL("a context the budget cannot hold was accepted");
+    } catch (const sluice::Error& err) {
+      CHECK(err.code() == sluice::ErrorCode::budget);
+      const std::string m = err.what();
+      const size_t at = m.find("the largest context that fits is -c ");
+      REQUIRE(at != std::string::npos);
+      largest = std::stoll(m.substr(at + std::string("the largest context that fits is -c ").size()));
+    }
+    CHECK(largest >= 1024);
+    CHECK(largest < 8192);
+    o.session.n_ctx = largest;
+    CHECK_NOTHROW(Engine{o});
+    o.session.n_ctx = largest + 1;
+    CHECK_THROWS_WITH_AS(Engine{o}, doctest::Contains("below the minimum"), sluice::Error);
+  }
+}
+
 TEST_CASE("a budget that cannot hold the scratch of the requested batch lowers the batch and says so") {
   const std::string stem = "tiny/deepseek2/deepseek2-q4_k_m";
   uint64_t minimum = 0;
