@@ -223,7 +223,7 @@ float vec_dot_q5_k(const void* w, const void* act, int64_t n) {
     unpack_scales_mins(x[i].scales, sm);
     const float d = y[i].d * half_to_f32(x[i].d);
     const float dmin = y[i].d * half_to_f32(x[i].dmin);
-    mins_sum += dmin * float(min_term(sm + 8, y[i].bsums));
+    mins_sum = std::fma(dmin, float(min_term(sm + 8, y[i].bsums)), mins_sum);
     const __m256i hbits = load32(x[i].qh);
     const __m256i sc =
         duplicate_lanes(_mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sm))));

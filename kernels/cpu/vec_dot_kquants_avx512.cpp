@@ -157,7 +157,7 @@ void q5_k_dots(const void* w, const void* act, size_t act_stride, int64_t n, flo
       const float dmin = y[t][i].d * xdmin;
       int m = 0;
       for (int j = 0; j < 8; ++j) m += sm[8 + j] * (y[t][i].bsums[2 * j] + y[t][i].bsums[2 * j + 1]);
-      mins_sum[t] += dmin * float(m);
+      mins_sum[t] = std::fma(dmin, float(m), mins_sum[t]);
       sumi[t] = _mm512_setzero_si512();
     }
     const __m512i hbits = broadcast32(x[i].qh);
