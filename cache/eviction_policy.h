@@ -87,6 +87,9 @@ class EvictionPolicy {
 // Knobs for make_policy; defaults are what `sluice tune` measured best on the shared traces.
 struct PolicyOptions {
   const ExpertProfile* profile = nullptr;  // hot-pin needs one; predict uses one as prior
+  // evaluate_policy: learn a leave-one-sequence-out profile for the policies that use one (false:
+  // none, as `sluice run` without --warm has; hot-pin cannot run then).
+  bool learn_profile = true;
   std::span<const ShardKey> future;        // belady: every on_access key, in order
   double lfu_half_life_tokens = 32;        // lfu: counts halve every this many tokens
   double freq_lambda = 0.1;                // freq (LRFU): weight of an access halves per 1/λ tokens

@@ -76,12 +76,13 @@ std::vector<TuneBudget> parse_budgets(const std::vector<std::string>& budgets, c
   return out;
 }
 
-std::vector<std::string> default_policies(const Trace& trace, std::string& note) {
+std::vector<std::string> default_policies(const Trace& trace, std::string& note, bool cold) {
   note.clear();
   std::vector<std::string> out;
   std::string skipped;
   for (const std::string& p : policy_names()) {
-    if (trace.sequences.size() < 2 && policy_needs_profile(p)) {
+    if (cold && p == "hot-pin") continue;  // pins a profile's hot set: nothing to pin without one
+    if (!cold && trace.sequences.size() < 2 && policy_needs_profile(p)) {
       skipped += (skipped.empty() ? "" : ", ") + p;
       continue;
     }

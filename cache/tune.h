@@ -77,7 +77,8 @@ std::vector<TuneBudget> parse_budgets(const std::vector<std::string>& budgets, c
 // The policies `sluice tune` runs when none are named: every policy, except that a trace of one
 // sequence cannot score the learned ones (hot-pin, predict) leave-one-sequence-out, so they are
 // left out and `note` says so in one line (empty otherwise).
-std::vector<std::string> default_policies(const Trace& trace, std::string& note);
+// With `cold` (no profile, as `sluice run` without --warm), hot-pin is left out too.
+std::vector<std::string> default_policies(const Trace& trace, std::string& note, bool cold = false);
 
 TuneReport run_tune(const Trace& trace, const TuneOptions& options);
 

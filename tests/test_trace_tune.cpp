@@ -67,6 +67,34 @@ TEST_CASE("predict's token-to-token transitions, learned leave-one-sequence-out,
   CHECK(with > evaluate_policy(t, "lru", 128).hit_rate() + 0.05);
 }
 
+TEST_CASE("without a profile (tune --cold, as run without --warm) predict stays within 1 point of every fixed policy") {
+  require_traces();
+  PolicyOptions cold;
+  cold.learn_profile = false;
+  for (const char* name : {"mixtral-8x7b.trace", "flame-moe-290m.trace"}) {
+    Trace t = read_trace(trace_path(name));
+    for (double f : {0.10, 0.25}) {
+      const uint64_t cap = static_cast<uint64_t>(f * t.n_shards());
+      CAPTURE(name);
+      CAPTURE(f);
+      const double predict = evaluate_policy(t, "predict", cap, cold).hit_rate();
+      // Cold is not the profiled score: the prior from the other sequences is really withheld.
+      CHECK(predict != evaluate_policy(t, "predict", cap).hit_rate());
+      for (const char* fixed : {"lru", "lfu", "lru-quota", "freq"}) {
+        CAPTURE(fixed);
+        CHECK(predict >= evaluate_policy(t, fixed, cap).hit_rate() - 0.01);
+      }
+      CHECK_THROWS_AS(evaluate_policy(t, "hot-pin", cap, cold), Error);
+    }
+  }
+  const auto r = sluice::test::run_sluice("tune --cold --trace '" + trace_path("flame-moe-290m.trace").string() +
+                                          "' --budgets 10%");
+  CAPTURE(r.err);
+  CHECK(r.exit_code == 0);
+  CHECK(r.out.find("predict") != std::string::npos);
+  CHECK(r.out.find("hot-pin") == std::string::npos);
+}
+
 TEST_CASE("the Python policy study's simulator counts the same hits as the C++ one on FLAME-MoE") {
   // scripts/policy_study/ backs the foresight bounds quoted for #8; it must replay the trace as
   // cache_simulator.cpp does.

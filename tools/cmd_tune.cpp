@@ -58,6 +58,8 @@ int cmd_tune(int argc, char** argv) {
       ("mem-gbps", "RAM bandwidth that caps tok/s, GB/s", cxxopts::value<double>()->default_value("50"))
       ("lookahead-tokens", "policy 'lookahead' (a bound, like belady): tokens of future routing it sees "
        "beyond the current token", cxxopts::value<uint32_t>()->default_value("2"))
+      ("cold", "the learned policies get no profile from the other sequences, as `sluice run` without "
+       "--warm (predict learns online only; hot-pin is left out)")
       ("json", "print JSON rows instead of the table")
       ("plot", "write an SVG of hit rate vs budget", cxxopts::value<std::string>())
       ("profile-out", "write the expert-use profile learned from the whole trace", cxxopts::value<std::string>())
@@ -72,11 +74,13 @@ int cmd_tune(int argc, char** argv) {
 
   cache::TuneOptions o;
   o.budgets = split_list(args["budgets"].as<std::string>());
+  const bool cold = args.count("cold") > 0;
+  o.policy_options.learn_profile = !cold;
   if (args.count("policies")) {
     o.policies = split_list(args["policies"].as<std::string>());
   } else {
     std::string note;
-    o.policies = cache::default_policies(trace, note);
+    o.policies = cache::default_policies(trace, note, cold);
     if (!note.empty()) std::fprintf(stderr, "sluice tune: %s\n", note.c_str());
   }
   if (args.count("shard-mb")) o.shard_bytes = static_cast<uint64_t>(positive(args, "shard-mb") * (1 << 20));
