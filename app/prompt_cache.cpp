@@ -209,7 +209,13 @@ PromptCacheLoad load_prompt_cache(const fs::path& path, const PromptCacheKey& ke
   in.read(std::as_writable_bytes(std::span(saved)));
 
   PromptCacheLoad r{.found = true, .saved_tokens = static_cast<int64_t>(n_tokens)};
-  r.reused = static_cast<int64_t>(reusable_prefix(saved, prompt, session.can_rewind()));
+  // At least two prompt tokens are computed: a lone last token runs ggml's one-row form, whose
+  // F16/F32 products sum in another order than the batch of a whole-prompt prefill (last bits),
+  // and the rows must equal a run without the cache. A KV cache keeps one token less; a
+  // recurrent state that would leave one token reuses nothing.
+  size_t keep = reusable_prefix(saved, prompt, session.can_rewind());
+  if (keep + 2 > prompt.size()) keep = session.can_rewind() && prompt.size() >= 2 ? prompt.size() - 2 : 0;
+  r.reused = static_cast<int64_t>(keep);
   const uint64_t state = shape.bytes(r.saved_tokens);
   if (r.reused > 0) {
     session.load_state(r.saved_tokens, r.reused, in);

@@ -6,7 +6,12 @@
 // app/serve_scheduler.h): the longest common prefix of the saved tokens and the new prompt, at
 // most the prompt's length - 1 (the last prompt token is always computed, for its logits). A
 // session that cannot rewind (kimi-k3's recurrent KDA state) reuses the file only when the prompt
-// extends all the saved tokens (and is longer than them); otherwise nothing.
+// extends all the saved tokens; otherwise nothing. One rule more: at least two prompt tokens are
+// computed, so that every computed row takes the batched form a whole-prompt prefill gives it (a
+// one-token forward sums F16/F32 products in ggml's vector order: other last bits). A KV cache
+// then reuses at most the prompt's length - 2; kimi-k3 nothing when the prompt adds one token.
+// So a reusing run prints the same text and the same logits rows as a run without the cache,
+// bit for bit, for prompts of up to n_batch tokens (one batch without the cache).
 //
 // The state moves through Session::save_state/load_state (core/arch/session.h), straight between
 // the file and the session's own KV cache and recurrent state, so the loaded state is inside

@@ -340,7 +340,7 @@ int cmd_run(int argc, char** argv) {
                    static_cast<long long>(reused), prompt.size(), prompt_cache.c_str(),
                    static_cast<long long>(hit.saved_tokens),
                    reused == 0 && !engine.session().can_rewind()
-                       ? "; a recurrent state is reused only by a prompt that extends all its tokens"
+                       ? "; a recurrent state is reused only by a prompt that extends all its tokens by 2 or more"
                        : "");
   }
   const auto save_cache = [&](std::span<const int32_t> tokens) {
