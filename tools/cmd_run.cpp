@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <optional>
 
@@ -18,6 +19,7 @@
 #include "core/gpu/vram_expert_cache.h"
 #include "core/llama/model.h"
 #include "app/generate.h"
+#include "app/prompt_cache.h"
 #include "app/sampler.h"
 #include "core/llama/session.h"
 #include "core/text/tokenizer.h"
@@ -171,11 +173,38 @@ class RunPrinter final : public core::GenerateObserver {
   }
   void on_decode_begin(int64_t) override { stats_.begin(); }
   void on_decode_end(int64_t index) override { stats_.token(static_cast<int>(index)); }
+  // --prompt-cache: called once the prompt is in the session, before the first decode step (a
+  // recurrent state holds exactly the prompt only then).
+  void on_prefill_end(double) override {
+    if (after_prompt_) after_prompt_();
+  }
+  void set_after_prompt(std::function<void()> f) { after_prompt_ = std::move(f); }
 
  private:
   const core::Tokenizer* tokenizer_;
   StatsPrinter& stats_;
   std::ofstream logits_out_;
+  std::function<void()> after_prompt_;
+};
+
+// Sampled tokens in order (--prompt-cache-all saves the ones that were fed); sized once.
+class TokenLog final : public core::GenerateObserver {
+ public:
+  TokenLog(core::GenerateObserver& next, size_t n) : next_(next) { tokens_.reserve(n); }
+  bool wants_prompt_logits() const override { return next_.wants_prompt_logits(); }
+  void on_rows(std::span<const float> rows) override { next_.on_rows(rows); }
+  void on_prefill_end(double s) override { next_.on_prefill_end(s); }
+  void on_token(int64_t index, int32_t token, bool end) override {
+    tokens_.push_back(token);
+    next_.on_token(index, token, end);
+  }
+  void on_decode_begin(int64_t index) override { next_.on_decode_begin(index); }
+  void on_decode_end(int64_t index) override { next_.on_decode_end(index); }
+  std::span<const int32_t> tokens() const { return tokens_; }
+
+ private:
+  core::GenerateObserver& next_;
+  std::vector<int32_t> tokens_;
 };
 
 }  // namespace
@@ -193,7 +222,10 @@ int cmd_run(int argc, char** argv) {
       ("ignore-eos", "keep generating after the end-of-sequence token")
       ("prefetch-depth", "predict the experts of this many MoE layers ahead and read them early (0: off)", cxxopts::value<int>()->default_value(std::to_string(core::kDefaultPrefetchDepth)))
       ("stats", "print a line per token (time, hits/misses, MB read, IO wait) and a summary")
-      ("logits-out", "write f32 logits [n_prompt + n_generated][n_vocab] (LE) to FILE", cxxopts::value<std::string>())
+      ("logits-out", "write f32 logits [n_prompt + n_generated][n_vocab] (LE) to FILE (with --prompt-cache: no rows for the reused prompt tokens)", cxxopts::value<std::string>())
+      ("prompt-cache", "reuse the state of a saved prompt that starts this one from FILE, and save this prompt's state there (llama-cli's --prompt-cache)", cxxopts::value<std::string>())
+      ("prompt-cache-ro", "with --prompt-cache: use FILE but never write it")
+      ("prompt-cache-all", "with --prompt-cache: save the generated tokens' state too, at the end of the run")
       ("no-cnv", "accepted for llama-cli's -no-cnv: run is never a conversation")
       ("h,help", "show this help");
   constexpr EngineFlagSet kFlags{.widen_f16 = true, .io_faults = true, .gpu = true};
@@ -215,6 +247,13 @@ int cmd_run(int argc, char** argv) {
   if (args.count("file")) prompt_text = read_prompt_file(args["file"].as<std::string>());
   const int n_predict = args["n-predict"].as<int>();
   if (n_predict < 0) throw Error(ErrorCode::invalid_argument, "-n " + std::to_string(n_predict) + " must be >= 0");
+  const std::string prompt_cache = args.count("prompt-cache") ? args["prompt-cache"].as<std::string>() : "";
+  const bool cache_ro = args.count("prompt-cache-ro") > 0, cache_all = args.count("prompt-cache-all") > 0;
+  if ((cache_ro || cache_all) && prompt_cache.empty())
+    throw Error(ErrorCode::invalid_argument, std::string(cache_ro ? "--prompt-cache-ro" : "--prompt-cache-all") +
+                                                 " needs --prompt-cache FILE");
+  if (cache_ro && cache_all)
+    throw Error(ErrorCode::invalid_argument, "--prompt-cache-ro and --prompt-cache-all contradict each other (-ro never writes)");
   const SessionFlags sf = read_session_flags(args);
   for (const auto& note : sf.notes) std::fprintf(stderr, "sluice run: %s\n", note.c_str());
   core::EngineOptions eo = read_engine_flags(args, kFlags, sf);
@@ -235,6 +274,9 @@ int cmd_run(int argc, char** argv) {
 
   // Every rank runs the whole command (same tokens, same sampler): rank 0 prints and writes files.
   const std::unique_ptr<core::ExpertParallel> ep = join_expert_parallel(args, eo);
+  if (ep && !prompt_cache.empty())
+    throw Error(ErrorCode::unsupported, "--prompt-cache with --expert-parallel: the ranks would have to load the same file "
+                                        "in step; run without one of them");
   const bool leader = !ep || ep->leader();
   quiet_follower_stdout(ep.get());
   RoutingOutputs routing(args, model_path);
@@ -282,21 +324,56 @@ int cmd_run(int argc, char** argv) {
   go.max_tokens = n_predict;
   go.tokenizer = tokenizer ? &*tokenizer : nullptr;
   go.end_tokens = tokenizer && !args.count("ignore-eos") ? core::EndTokens::eos : core::EndTokens::none;
+  // --prompt-cache (app/prompt_cache.h): the saved prefix goes into the session's own cache and
+  // the prompt is fed from the first token it does not hold.
+  std::optional<core::PromptCacheKey> cache_key;
+  int64_t reused = 0;
+  if (!prompt_cache.empty()) {
+    cache_key = core::prompt_cache_key(engine);
+    const core::PromptCacheLoad hit = core::load_prompt_cache(prompt_cache, *cache_key, engine.session(), prompt);
+    reused = hit.reused;
+    if (!hit.found)
+      std::fprintf(stderr, "sluice run: prompt cache: %s does not exist%s\n", prompt_cache.c_str(),
+                   cache_ro ? " (--prompt-cache-ro: it is not created)" : "; it is written after the prompt");
+    else
+      std::fprintf(stderr, "sluice run: prompt cache: %lld of %zu prompt tokens reused from %s (it holds %lld)%s\n",
+                   static_cast<long long>(reused), prompt.size(), prompt_cache.c_str(),
+                   static_cast<long long>(hit.saved_tokens),
+                   reused == 0 && !engine.session().can_rewind()
+                       ? "; a recurrent state is reused only by a prompt that extends all its tokens by 2 or more"
+                       : "");
+  }
+  const auto save_cache = [&](std::span<const int32_t> tokens) {
+    const uint64_t bytes = core::save_prompt_cache(prompt_cache, *cache_key, engine.session(), tokens);
+    std::fprintf(stderr, "sluice run: prompt cache: saved %zu tokens (%s) to %s\n", tokens.size(),
+                 human_bytes(bytes).c_str(), prompt_cache.c_str());
+  };
   core::SequenceGenerator seq(engine.n_vocab(), n_ctx);
-  seq.start(prompt, 0, go, sampling);
+  seq.start(prompt, reused, go, sampling);
   RunPrinter printer(tokenizer ? &*tokenizer : nullptr, stats);
   if (args.count("logits-out") && leader) printer.open_logits(args["logits-out"].as<std::string>());
+  if (!prompt_cache.empty() && !cache_ro && !cache_all) printer.set_after_prompt([&] { save_cache(prompt); });
+  TokenLog sampled(printer, static_cast<size_t>(n_predict));
   if (tokenizer && prompt_text) {
     for (int32_t id : prompt) std::fputs(tokenizer->token_to_piece(id, false).c_str(), stdout);
     std::fflush(stdout);
   }
-  const core::GenerateStats g = core::generate(engine, seq, &printer);
+  const core::GenerateStats g = core::generate(engine, seq, &sampled);
   if (g.reason == core::StopReason::context_full)
     std::fprintf(stderr, "\nsluice run: context of %lld tokens is full\n", static_cast<long long>(engine.n_ctx()));
   const double prompt_s = g.prefill_seconds, gen_s = g.decode_seconds;
   std::printf("\n");
+  if (cache_all) {
+    std::vector<int32_t> all(prompt);
+    const std::span<const int32_t> fed = sampled.tokens().first(static_cast<size_t>(g.decoded));
+    all.insert(all.end(), fed.begin(), fed.end());
+    save_cache(all);
+  } else if (cache_ro) {
+    std::fprintf(stderr, "sluice run: prompt cache: %s not updated (--prompt-cache-ro)\n", prompt_cache.c_str());
+  }
+  // The prompt rate counts the tokens this run computed (not those reused from --prompt-cache).
   std::fprintf(stderr, "sluice run: prompt %zu tokens in %.3f s (%.1f tok/s), generated %lld tokens in %.3f s (%.1f tok/s)\n",
-               prompt.size(), prompt_s, prompt.size() / std::max(prompt_s, 1e-9), static_cast<long long>(g.generated), gen_s,
+               prompt.size(), prompt_s, g.prefilled_tokens / std::max(prompt_s, 1e-9), static_cast<long long>(g.generated), gen_s,
                static_cast<double>(g.generated) / std::max(gen_s, 1e-9));
   stats.summary(gen_s);
   if (ep) std::fprintf(stderr, "sluice run: %s\n", describe_rank_work(*ep, engine).c_str());

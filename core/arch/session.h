@@ -14,6 +14,21 @@
 // A sequence continues where it stopped or restarts at position 0. can_rewind() says whether it
 // may also resume at any earlier position (a KV cache can; a recurrent state is a running carry
 // and cannot, so callers re-evaluate from 0 instead).
+//
+// Sequence state export/import (run --prompt-cache, app/prompt_cache.h): save_state(n, sink)
+// streams the state of sequence 0 after its first n tokens, load_state(n_saved, n_keep, source)
+// reads such a stream back so that sequence 0 continues at position n_keep. The stream is the
+// session's own memory, written and read in place (no copy, no buffer): no bytes outside the KV
+// cache and recurrent state the budget already counts. Its layout, for SequenceStateShape:
+//   fixed_bytes           the recurrent state (kimi-k3: every KDA layer's conv + delta-rule
+//                         state, f32, as KimiK3State holds it); none for a KV-only session
+//   per layer with a KV cache, in layer order:
+//     K rows [0, n)       n x k_row bytes of the cache type (F16 or F32), as KvCache stores them
+//     V rows [0, n)       n x v_row bytes (none where the cache has no V rows: MLA)
+// so state_bytes(n) = fixed_bytes + n * bytes_per_token. A KV-only state loads any prefix
+// n_keep <= n_saved (the rows past n_keep are read and dropped, and n_saved may exceed this
+// session's context); a recurrent state is a carry at exactly n_saved tokens, so there n_keep
+// must equal n_saved (can_rewind() false).
 #pragma once
 
 #include <algorithm>
@@ -75,6 +90,31 @@ class RoutingObserver {
   virtual void on_routing(const RoutingEvent& event) = 0;
 };
 
+// What a sequence's state stream holds (see the header comment): the cache type, the bytes that
+// do not grow with the sequence, and the bytes each position adds.
+struct SequenceStateShape {
+  GgmlType kv_type = GgmlType::F16;
+  uint64_t fixed_bytes = 0;
+  uint64_t bytes_per_token = 0;
+  bool operator==(const SequenceStateShape&) const = default;
+  // fixed_bytes + n * bytes_per_token; Error(invalid_argument) on overflow.
+  uint64_t bytes(int64_t n_tokens) const;
+};
+
+// Where save_state writes and load_state reads: called with spans of the session's own memory,
+// in stream order. Errors are the implementation's (an Error aborts the save or load).
+class StateSink {
+ public:
+  virtual ~StateSink() = default;
+  virtual void write(std::span<const std::byte> bytes) = 0;
+};
+class StateSource {
+ public:
+  virtual ~StateSource() = default;
+  virtual void read(std::span<std::byte> bytes) = 0;  // fills all of `bytes`
+  virtual void skip(uint64_t n_bytes) = 0;             // reads past n_bytes of the stream
+};
+
 class Session {
  public:
   virtual ~Session() = default;
@@ -100,9 +140,21 @@ class Session {
   // Offers every weight product to `offload` first (null: all on the CPU; core/compute/
   // matmul_offload.h). Error(unsupported) where the architecture has no hook yet.
   virtual void set_matmul_offload(MatmulOffload* offload) = 0;
+
+  // Sequence 0's state stream (see the header comment). save_state: Error(invalid_argument) for
+  // n outside [1, n_ctx], or (recurrent state) n other than the tokens sequence 0 has evaluated.
+  // load_state: Error(invalid_argument) for n_keep outside [1, min(n_saved, n_ctx)], or n_keep
+  // != n_saved without can_rewind(); afterwards sequence 0 continues at position n_keep. A
+  // source's error leaves sequence 0 to be restarted at position 0.
+  virtual SequenceStateShape state_shape() const = 0;
+  virtual void save_state(int64_t n_tokens, StateSink& sink) const = 0;
+  virtual void load_state(int64_t n_saved, int64_t n_keep, StateSource& source) = 0;
 };
 
 // Error(invalid_argument) when a call asks for more logits rows than its session keeps.
 void check_logit_rows(int64_t wanted, int64_t kept);
+
+// The token-count checks every load_state shares (see Session).
+void check_state_tokens(int64_t n_saved, int64_t n_keep, int64_t n_ctx, bool can_rewind);
 
 }  // namespace sluice::core

@@ -106,6 +106,13 @@ class KimiK3Session final : public Session {
   uint64_t kv_cache_bytes() const { return states_[0].kv_bytes() * states_.size(); }
   uint64_t kv_bytes() const override { return kv_cache_bytes(); }
   uint64_t scratch_bytes() const override;
+  // Sequence 0's state (core/arch/session.h): the whole recurrent state (KimiK3State's f32 conv
+  // and delta-rule floats, every KDA layer), then every MLA layer's cache rows [0, n). It is the
+  // state after exactly n tokens: save_state needs n == n_past(), load_state n_keep == n_saved.
+  // core/kimi_k3/kimi_k3_session_state.cpp.
+  SequenceStateShape state_shape() const override;
+  void save_state(int64_t n_tokens, StateSink& sink) const override;
+  void load_state(int64_t n_saved, int64_t n_keep, StateSource& source) override;
   // scratch_bytes() of a session with these options, without allocating (core/kimi_k3/kimi_k3_session_size.cpp).
   static uint64_t scratch_bytes_for(const KimiK3Model& model, const KimiK3SessionOptions& options, unsigned threads);
 

@@ -16,6 +16,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "common/ggml_type.h"
@@ -43,6 +44,12 @@ class KimiK3State {
     return kv_.data() + (static_cast<size_t>(slot(il)) * static_cast<size_t>(n_ctx_) + static_cast<size_t>(pos)) * row_bytes_;
   }
   size_t kv_row_bytes() const { return row_bytes_; }
+  const std::byte* kv_row(int64_t il, int64_t pos) const {
+    return kv_.data() + (static_cast<size_t>(slot(il)) * static_cast<size_t>(n_ctx_) + static_cast<size_t>(pos)) * row_bytes_;
+  }
+  // Every KDA layer's conv + delta-rule floats, layer after layer (the whole recurrent state).
+  std::span<float> recurrent() { return recurrent_; }
+  std::span<const float> recurrent() const { return recurrent_; }
 
   uint64_t recurrent_bytes() const { return recurrent_.size() * sizeof(float); }
   uint64_t kv_bytes() const { return kv_.size(); }

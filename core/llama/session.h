@@ -93,6 +93,11 @@ class LlamaSession final : public Session {
   uint64_t kv_bytes() const override { return kv_[0].bytes() * kv_.size(); }  // all sequences
   int prefetch_depth() const override { return predictor_ ? predictor_->depth() : 0; }
   uint64_t scratch_bytes() const override { return scratch_bytes_; }
+  // Sequence 0's KV rows, every layer's K then V rows [0, n) (core/arch/session.h); no fixed part.
+  // core/llama/session_state.cpp.
+  SequenceStateShape state_shape() const override;
+  void save_state(int64_t n_tokens, StateSink& sink) const override;
+  void load_state(int64_t n_saved, int64_t n_keep, StateSource& source) override;
 
  private:
   // Checks the batch, embeds it and runs every layer; pos_/seq_/seq_used_/seq_count_ are set.
