@@ -104,10 +104,6 @@ SimResult evaluate_policy(const Trace& trace, std::string_view policy, uint64_t 
     ExpertProfile profile;
     std::vector<ShardKey> future;
     PolicyOptions o = options;
-    if (needs_profile && !options.learn_profile && policy == "hot-pin") {
-      throw Error(ErrorCode::invalid_argument,
-                  "policy 'hot-pin' pins what a profile says is hot: it cannot be scored without one (--cold)");
-    }
     if (needs_profile && options.learn_profile) {
       std::vector<size_t> others;
       for (size_t j = 0; j < trace.sequences.size(); ++j) {

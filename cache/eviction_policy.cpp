@@ -11,6 +11,7 @@ const std::vector<std::string>& policy_names() {
 }
 
 bool policy_needs_profile(std::string_view name) { return name == "hot-pin" || name == "predict"; }
+bool policy_requires_profile(std::string_view name) { return name == "hot-pin"; }
 bool policy_is_clairvoyant(std::string_view name) { return name == "belady" || name == "lookahead"; }
 
 std::unique_ptr<EvictionPolicy> make_policy(std::string_view name, const PolicyOptions& options) {

@@ -108,6 +108,7 @@ struct PolicyOptions {
 std::unique_ptr<EvictionPolicy> make_policy(std::string_view name, const PolicyOptions& options = {});
 const std::vector<std::string>& policy_names();
 bool policy_needs_profile(std::string_view name);  // learned from traces: scored leave-one-out
+bool policy_requires_profile(std::string_view name);  // cannot run without one (hot-pin)
 bool policy_is_clairvoyant(std::string_view name);
 
 // One factory per policy file.

@@ -81,7 +81,7 @@ std::vector<std::string> default_policies(const Trace& trace, std::string& note,
   std::vector<std::string> out;
   std::string skipped;
   for (const std::string& p : policy_names()) {
-    if (cold && p == "hot-pin") continue;  // pins a profile's hot set: nothing to pin without one
+    if (cold && policy_requires_profile(p)) continue;  // without a profile it cannot run
     if (!cold && trace.sequences.size() < 2 && policy_needs_profile(p)) {
       skipped += (skipped.empty() ? "" : ", ") + p;
       continue;
