@@ -252,6 +252,36 @@ ToolSyntax tool_syntax_of(std::string_view source) {
   return ToolSyntax::json;
 }
 
+std::span<const ToolCallPart> forced_call_parts(ToolSyntax s) {
+  using K = ToolCallPart::Kind;
+  static constexpr ToolCallPart kK2[] = {
+      {K::marker, kKimiK2[0]}, {K::marker, kKimiK2[1]}, {K::text, "functions."}, {K::name}, {K::text, ":0"},
+      {K::marker, kKimiK2[2]}, {K::arguments},          {K::marker, kKimiK2[3]}, {K::marker, kKimiK2[4]}};
+  static constexpr ToolCallPart kK3[] = {
+      {K::marker, "<|open|>"},  {K::text, "tools"},       {K::marker, "<|sep|>"}, {K::marker, "<|open|>"},
+      {K::text, "call tool=\""}, {K::name_attr},          {K::text, "\" index=\"1\""}, {K::marker, "<|sep|>"},
+      {K::marker, "<|open|>"},  {K::text, "json type=\"object\""}, {K::marker, "<|sep|>"}, {K::arguments},
+      {K::marker, "<|close|>"}, {K::text, "json"},        {K::marker, "<|sep|>"}, {K::marker, "<|close|>"},
+      {K::text, "call"},        {K::marker, "<|sep|>"},   {K::marker, "<|close|>"}, {K::text, "tools"},
+      {K::marker, "<|sep|>"}};
+  static constexpr ToolCallPart kDs[] = {{K::marker, kDeepSeek[0]}, {K::marker, kDeepSeek[1]}, {K::name},
+                                         {K::marker, kDeepSeek[2]}, {K::arguments},             {K::marker, kDeepSeek[3]},
+                                         {K::marker, kDeepSeek[4]}};
+  static constexpr ToolCallPart kQw[] = {{K::marker, kQwen3[0]},          {K::text, "\n{\"name\": "}, {K::name_json},
+                                         {K::text, ", \"arguments\": "}, {K::arguments},            {K::text, "}\n"},
+                                         {K::marker, kQwen3[1]}};
+  static constexpr ToolCallPart kJson[] = {
+      {K::text, "{\"name\": "}, {K::name_json}, {K::text, ", \"arguments\": "}, {K::arguments}, {K::text, "}"}};
+  switch (s) {
+    case ToolSyntax::kimi_k2: return kK2;
+    case ToolSyntax::kimi_k3: return kK3;
+    case ToolSyntax::deepseek_v31: return kDs;
+    case ToolSyntax::qwen3: return kQw;
+    case ToolSyntax::json: return kJson;
+  }
+  return kJson;
+}
+
 std::span<const std::string_view> tool_markers(ToolSyntax s) {
   switch (s) {
     case ToolSyntax::kimi_k2: return kKimiK2;

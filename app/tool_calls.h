@@ -35,6 +35,18 @@ ToolSyntax tool_syntax_of(std::string_view template_source);
 // The marker texts of a syntax (empty for json).
 std::span<const std::string_view> tool_markers(ToolSyntax s);
 
+// One forced call (tool_choice "required" or a named function) in a family's own syntax, the
+// one its template writes for an assistant's call, as parts for a grammar: marker texts (control
+// tokens in the real vocabularies, which a grammar names by id), fixed text, and the slots for
+// the function's name (raw, as a JSON string, or as a Kimi K3 attribute value) and its JSON
+// arguments. For json it is the generic {"name": NAME, "arguments": {...}}.
+struct ToolCallPart {
+  enum class Kind { marker, text, name, name_json, name_attr, arguments };
+  Kind kind;
+  std::string_view text = {};  // marker and text
+};
+std::span<const ToolCallPart> forced_call_parts(ToolSyntax s);
+
 struct ToolCall {
   std::string id;         // the model's own id (kimi_k2), else empty: the caller numbers them
   std::string name;

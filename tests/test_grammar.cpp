@@ -13,6 +13,7 @@
 #include "app/grammar/grammar_matcher.h"
 #include "app/grammar/json_schema_grammar.h"
 #include "app/sampler.h"
+#include "app/tool_calls.h"
 #include "common/error.h"
 #include "core/gguf/gguf.h"
 #include "core/text/tokenizer.h"
@@ -247,13 +248,75 @@ TEST_CASE("a forced tool call's grammar writes one call of the named tool with i
     {"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object",
       "properties": {"city": {"type": "string"}}, "required": ["city"]}}},
     {"type": "function", "function": {"name": "now"}}])");
-  const auto any = grammar(tool_call_gbnf(tools, ""));
+  const MarkerItem literal = [](std::string_view m) { return gbnf_literal(m); };
+  const auto json_parts = forced_call_parts(ToolSyntax::json);
+  const auto any = grammar(tool_call_gbnf(tools, "", json_parts, literal));
   CHECK(matches(any, R"({"name": "get_weather", "arguments": {"city": "Paris"}})"));
   CHECK(matches(any, R"({"name": "now", "arguments": {}})"));
   CHECK(!matches(any, R"({"name": "get_weather", "arguments": {}})"));
-  const auto named = grammar(tool_call_gbnf(tools, "now"));
+  const auto named = grammar(tool_call_gbnf(tools, "now", json_parts, literal));
   CHECK(!matches(named, R"({"name": "get_weather", "arguments": {"city": "Paris"}})"));
   CHECK(matches(named, R"({"name": "now", "arguments": {"x": 1}})"));
+}
+
+TEST_CASE("a forced tool call is written in the template family's own syntax, which its parser reads back") {
+  const ordered_json tools = ordered_json::parse(R"([
+    {"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object",
+      "properties": {"city": {"type": "string"}}, "required": ["city"]}}}])");
+  const MarkerItem literal = [](std::string_view m) { return gbnf_literal(m); };
+  // What each family's template renders for an assistant's call of get_weather(city="Paris").
+  const std::vector<std::pair<ToolSyntax, std::string>> calls = {
+      {ToolSyntax::kimi_k2,
+       "<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0<|tool_call_argument_begin|>"
+       "{\"city\": \"Paris\"}<|tool_call_end|><|tool_calls_section_end|>"},
+      {ToolSyntax::kimi_k3,
+       "<|open|>tools<|sep|><|open|>call tool=\"get_weather\" index=\"1\"<|sep|><|open|>json type=\"object\"<|sep|>"
+       "{\"city\": \"Paris\"}<|close|>json<|sep|><|close|>call<|sep|><|close|>tools<|sep|>"},
+      {ToolSyntax::deepseek_v31,
+       "<\uFF5Ctool\u2581calls\u2581begin\uFF5C><\uFF5Ctool\u2581call\u2581begin\uFF5C>get_weather<\uFF5Ctool\u2581sep\uFF5C>"
+       "{\"city\": \"Paris\"}<\uFF5Ctool\u2581call\u2581end\uFF5C><\uFF5Ctool\u2581calls\u2581end\uFF5C>"},
+      {ToolSyntax::qwen3, "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>"},
+      {ToolSyntax::json, "{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}"},
+  };
+  for (const auto& [syntax, text] : calls) {
+    CAPTURE(to_string(syntax));
+    const auto g = grammar(tool_call_gbnf(tools, "", forced_call_parts(syntax), literal));
+    CHECK(matches(g, text));
+    const ToolCallResult r = parse_tool_calls(syntax, text);
+    REQUIRE(r.found);
+    REQUIRE(r.calls.size() == 1);
+    CHECK(r.calls[0].name == "get_weather");
+    CHECK(r.calls[0].arguments == "{\"city\":\"Paris\"}");
+    // No family but json takes the generic form.
+    if (syntax != ToolSyntax::json) CHECK(!matches(g, calls.back().second));
+  }
+}
+
+TEST_CASE("a token reference <[id]> admits exactly that token where the grammar waits for it, control tokens included") {
+  const Tokenizer tok = qwen_tokenizer();
+  const auto vocab = std::make_shared<const GrammarVocab>(tok);
+  const int32_t start = tok.find_token("<|im_start|>");
+  REQUIRE(start != kNullToken);
+  REQUIRE(tok.token_to_piece(start, false).empty());  // a control token: no text to match
+  const auto g = grammar("root ::= \"a\" <[" + std::to_string(start) + "]> \"b\"");
+  GrammarMatcher m;
+  m.reset(g, vocab);
+  REQUIRE(m.compute_mask() > 0);
+  CHECK(m.mask()[static_cast<size_t>(start)] == 0);
+  CHECK_THROWS_AS(m.accept(start), Error);
+  m.accept(tok.encode("a", false, false).at(0));
+  CHECK(m.compute_mask() == 1);
+  CHECK(m.mask()[static_cast<size_t>(start)] == 1);
+  m.accept(start);
+  CHECK(!m.can_end());
+  const int32_t b = tok.encode("b", false, false).at(0);
+  REQUIRE(m.compute_mask() > 0);
+  CHECK(m.mask()[static_cast<size_t>(b)] == 1);
+  CHECK(m.mask()[static_cast<size_t>(start)] == 0);
+  m.accept(b);
+  CHECK(m.can_end());
+  CHECK(gbnf_error("root ::= <[x]>").find("expected a token id") != std::string::npos);
+  CHECK(gbnf_error("root ::= <[12").find("expected ']>'") != std::string::npos);
 }
 
 TEST_CASE("the sampler picks only tokens the mask allows, greedy and sampled") {

@@ -222,6 +222,7 @@ TEST_CASE("tool_choice required or a named function forces a tool call whose arg
       req["stream"] = stream;
       req["temperature"] = 1.0;
       req["seed"] = 50 + n++;
+      req["logprobs"] = true;  // the reply's tokens, to see the syntax it was written in
       CAPTURE(choice.dump());
       CAPTURE(stream);
       const Reply r = post(server.port(), true, req);
@@ -237,6 +238,20 @@ TEST_CASE("tool_choice required or a named function forces a tool call whose arg
       const json args = json::parse(f["arguments"].get<std::string>(), nullptr, false);
       REQUIRE(!args.is_discarded());
       CHECK(violation(params, args) == "");
+      // Written in the template family's syntax (Qwen3's <tool_call> lines), not generic JSON.
+      std::string raw;
+      if (!stream) {
+        const json body = json::parse(r.body);
+        for (const json& t : body["choices"][0]["logprobs"]["content"]) raw += t["token"].get<std::string>();
+      } else {
+        for (const json& e : sse_events(r.body))
+          if (e["choices"].size() == 1 && e["choices"][0].contains("logprobs") && e["choices"][0]["logprobs"].is_object())
+            for (const json& t : e["choices"][0]["logprobs"]["content"]) raw += t["token"].get<std::string>();
+      }
+      CAPTURE(raw);
+      CHECK(raw.rfind("<tool_call>\n{\"name\": \"" + name + "\", \"arguments\": ", 0) == 0);
+      CHECK(raw.size() >= 14);
+      CHECK(raw.substr(raw.size() - 14) == "}\n</tool_call>");
     }
   }
 }

@@ -1,9 +1,12 @@
 // The official `openai` npm client against sluice serve: chat completions, streaming and not,
-// give the greedy text of `sluice run` on the same rendered prompt. Skipped (with a message) when
-// node or the package (installed by scripts/setup into tests/node) is absent.
+// give the greedy text of `sluice run` on the same rendered prompt; a tool-call round trip; 20
+// sampled json_schema replies. A missing node or package (scripts/setup installs them into
+// tests/node) fails the tests.
 #include <doctest/doctest.h>
 
 #include <fstream>
+#include <set>
+#include <string>
 #include <nlohmann/json.hpp>
 
 #include "core/text/chat_template.h"
@@ -97,7 +100,7 @@ TEST_CASE("the openai npm client makes a tool-call round trip with a forced Qwen
   CHECK(got["next_finish"].is_string());
 }
 
-TEST_CASE("the openai npm client gets a json_schema reply that parses and follows the schema") {
+TEST_CASE("the openai npm client gets 20 sampled json_schema replies that all parse and follow the schema") {
   REQUIRE_MESSAGE(std::system("node --version >/dev/null 2>&1") == 0, "node is missing: run scripts/setup");
   REQUIRE_MESSAGE(std::filesystem::exists(node_modules() / "openai"), "the openai npm package is missing: run scripts/setup");
   const std::string model = (tiny_dir("qwen3moe") / "qwen3moe-q4_k_m.gguf").string();
@@ -112,13 +115,19 @@ TEST_CASE("the openai npm client gets a json_schema reply that parses and follow
                           shell_quote(out.string());
   REQUIRE(std::system(cmd.c_str()) == 0);
   const json got = json::parse(read_text(out));
-  CHECK(got["finish"] == "stop");
-  const json v = json::parse(got["content"].get<std::string>(), nullptr, false);
-  REQUIRE(v.is_object());
-  CAPTURE(v.dump());
-  CHECK(v.size() == 3);
-  CHECK(v["name"].is_string());
-  CHECK(v["name"].get<std::string>().size() <= 8 * 4);  // at most 8 characters of at most 4 bytes
-  CHECK((v["size"] == "small" || v["size"] == "large"));
-  CHECK(v["people"].is_number_integer());
+  REQUIRE(got.size() == 20);
+  std::set<std::string> distinct;
+  for (const json& reply : got) {
+    CAPTURE(reply.dump());
+    CHECK(reply["finish"] == "stop");
+    const json v = json::parse(reply["content"].get<std::string>(), nullptr, false);
+    REQUIRE(v.is_object());
+    CHECK(v.size() == 3);
+    CHECK(v["name"].is_string());
+    CHECK(v["name"].get<std::string>().size() <= 8 * 4);  // at most 8 characters of at most 4 bytes
+    CHECK((v["size"] == "small" || v["size"] == "large"));
+    CHECK(v["people"].is_number_integer());
+    distinct.insert(reply["content"].get<std::string>());
+  }
+  CHECK(distinct.size() > 1);  // sampled: the seeds give different replies
 }

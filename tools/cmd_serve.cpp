@@ -55,6 +55,7 @@ struct Server {
   int64_t created = 0;
   bool special_in_content = false;  // --special-in-content: message text may spell control tokens
   core::ToolSyntax tool_syntax = core::ToolSyntax::json;  // the chat template's (app/tool_calls.h)
+  ToolGrammar tool_grammar;                                // how a forced call is written
   const ToolPieces* pieces = nullptr;
   std::vector<int32_t> test_reply;  // --test-reply: every request's reply, as tokens
   std::atomic<uint64_t> next_id{1};
@@ -119,10 +120,6 @@ bool next_tokens(core::Generation& gen, http::Responder& out, const core::TextSt
   return done;
 }
 
-// A forced tool call is written in the generic JSON form (ApiRequest::forced_tool_call).
-core::ToolSyntax tool_syntax(const Server& s, const ApiRequest& r) {
-  return r.forced_tool_call ? core::ToolSyntax::json : s.tool_syntax;
-}
 
 void generate_whole(Server& s, core::Generation& gen, core::TextStream& stream, http::Responder& out, const std::string& id,
                     const ApiRequest& r) {
@@ -149,7 +146,7 @@ void generate_whole(Server& s, core::Generation& gen, core::TextStream& stream, 
   if (chat) choice["message"] = {{"role", "assistant"}, {"content", stream.text()}};
   else choice["text"] = stream.text();
   if (r.parse_tools) {
-    const core::ToolCallResult calls = core::parse_tool_calls(tool_syntax(s, r), stream.text());
+    const core::ToolCallResult calls = core::parse_tool_calls(s.tool_syntax, stream.text());
     if (calls.found) {
       choice["message"]["content"] = calls.content.empty() ? ordered_json(nullptr) : ordered_json(calls.content);
       choice["message"]["tool_calls"] = tool_calls_json(calls.calls, id, false);
@@ -182,7 +179,7 @@ void generate_stream(Server& s, core::Generation& gen, core::TextStream& stream,
   std::vector<core::TokenLogprob> logprobs;
   LogprobsWriter lp(*s.tokenizer, chat, r.top_logprobs);
   ForcedReply forced{s.test_reply};
-  core::ToolCallStream calls(tool_syntax(s, r));
+  core::ToolCallStream calls(s.tool_syntax);
   core::ToolCallResult parsed;
   int64_t n_generated = 0;
   auto idle_since = std::chrono::steady_clock::now();
@@ -235,7 +232,7 @@ void generate_stream(Server& s, core::Generation& gen, core::TextStream& stream,
 
 void handle_generate(Server& s, const http::Request& req, http::Responder& out, bool chat) {
   ApiError err{400, ""};
-  std::optional<ApiRequest> r = parse_request(req.body, chat, err);
+  std::optional<ApiRequest> r = parse_request(req.body, chat, err, s.tool_grammar);
   if (!r) return out.send(error_reply(err.status, err.message));
   if (!r->model.empty() && r->model != s.model_id && r->model != s.model_file)
     return out.send(error_reply(404, "model '" + r->model + "' is not served here; this server has '" + s.model_id + "'"));
@@ -445,6 +442,12 @@ int cmd_serve(int argc, char** argv) {
   s.special_in_content = args.count("special-in-content") > 0;
   s.tool_syntax = core::tool_syntax_of(chat.source());
   const ToolPieces pieces(tokenizer, s.tool_syntax);
+  // A forced call's markers are the vocabulary's own tokens where it has them (as the template's
+  // rendering of a call tokenizes them), else their text.
+  s.tool_grammar = {s.tool_syntax, [&tokenizer](std::string_view m) {
+                      const int32_t id = tokenizer.find_token(m);
+                      return id == core::kNullToken ? core::gbnf_literal(m) : "<[" + std::to_string(id) + "]>";
+                    }};
   s.pieces = &pieces;
   if (args.count("test-reply")) {
     const std::string path = args["test-reply"].as<std::string>();

@@ -74,7 +74,10 @@ std::optional<std::string> parse_agent_options(const ordered_json& j, ApiRequest
 
 // tools: an array of {"type": "function", "function": {"name": ...}}; tool_choice: "auto",
 // "none", "required" or {"type": "function", "function": {"name": a declared tool}}.
-std::optional<std::string> parse_tool_options(const ordered_json& j, ApiRequest& r, std::string& forced_gbnf) {
+std::optional<std::string> parse_tool_options(const ordered_json& j, ApiRequest& r, std::string& forced_gbnf,
+                                              const ToolGrammar& how) {
+  const core::MarkerItem marker = how.marker ? how.marker : [](std::string_view m) { return core::gbnf_literal(m); };
+  const auto parts = core::forced_call_parts(how.syntax);
   std::vector<std::string> names;
   const bool has_tools = j.contains("tools") && !j["tools"].is_null();
   if (has_tools) {
@@ -98,7 +101,7 @@ std::optional<std::string> parse_tool_options(const ordered_json& j, ApiRequest&
   if (c == "auto") return std::nullopt;
   if (c == "required") {
     r.forced_tool_call = true;
-    forced_gbnf = core::tool_call_gbnf(j["tools"], "");
+    forced_gbnf = core::tool_call_gbnf(j["tools"], "", parts, marker);
     return std::nullopt;
   }
   if (c.is_object() && c.value("type", "") == "function" && c.contains("function") && c["function"].is_object() &&
@@ -107,7 +110,7 @@ std::optional<std::string> parse_tool_options(const ordered_json& j, ApiRequest&
     if (std::find(names.begin(), names.end(), name) == names.end())
       return "'tool_choice' names '" + name + "', which is not in 'tools'";
     r.forced_tool_call = true;
-    forced_gbnf = core::tool_call_gbnf(j["tools"], name);
+    forced_gbnf = core::tool_call_gbnf(j["tools"], name, parts, marker);
     return std::nullopt;
   }
   return "'tool_choice' must be \"auto\", \"none\", \"required\" or {\"type\": \"function\", \"function\": {\"name\": ...}}";
@@ -176,7 +179,8 @@ ordered_json usage_body(int64_t prompt_tokens, int64_t cached_tokens, int64_t co
           {"prompt_tokens_details", {{"cached_tokens", cached_tokens}}}};
 }
 
-std::optional<ApiRequest> parse_request(const std::string& body, bool chat, ApiError& error) {
+std::optional<ApiRequest> parse_request(const std::string& body, bool chat, ApiError& error,
+                                        const ToolGrammar& tool_grammar) {
   auto bad = [&](const std::string& m) {
     error = {400, m};
     return std::nullopt;
@@ -264,7 +268,7 @@ std::optional<ApiRequest> parse_request(const std::string& body, bool chat, ApiE
       r.messages.push_back(std::move(n));
     }
     try {
-      if (auto why = parse_tool_options(j, r, forced_gbnf)) return bad(*why);
+      if (auto why = parse_tool_options(j, r, forced_gbnf, tool_grammar)) return bad(*why);
     } catch (const Error& e) {
       return bad(e.what());
     }

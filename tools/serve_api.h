@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "app/grammar/gbnf.h"
+#include "app/grammar/json_schema_grammar.h"
 #include "app/sampler.h"
 
 namespace sluice::tools {
@@ -41,9 +42,8 @@ struct ApiRequest {
   bool include_usage = false;
   // Tools (parse_tool_options): the model's replies are parsed for tool calls when the request
   // declares `tools` and `tool_choice` is not "none". "required" and a named function force a
-  // call: the grammar below makes the reply one call in the generic JSON form
-  // ({"name": ..., "arguments": ...}, arguments following the tool's parameter schema), which is
-  // then parsed as ToolSyntax::json whatever the template's family.
+  // call: the grammar below makes the reply one call in the template family's own syntax
+  // (ToolGrammar; arguments following the tool's parameter schema), parsed back as any reply.
   bool parse_tools = false;
   bool forced_tool_call = false;
   // The constraint on the reply (parse_constraints), null when none: `response_format`
@@ -53,8 +53,17 @@ struct ApiRequest {
   std::shared_ptr<const core::Grammar> grammar;
 };
 
+// How a forced tool call is written: the chat template's family (app/tool_calls.h) and the GBNF
+// item of each of its markers (a token reference where the vocabulary has the marker as a token;
+// a literal when `marker` is empty).
+struct ToolGrammar {
+  core::ToolSyntax syntax = core::ToolSyntax::json;
+  core::MarkerItem marker;
+};
+
 // Parses and checks a body; std::nullopt and `error` set on a bad request (status 400).
-std::optional<ApiRequest> parse_request(const std::string& body, bool chat, ApiError& error);
+std::optional<ApiRequest> parse_request(const std::string& body, bool chat, ApiError& error,
+                                        const ToolGrammar& tool_grammar = {});
 
 nlohmann::ordered_json error_body(int status, const std::string& message);
 

@@ -187,6 +187,15 @@ class Parser {
       }
       ++i_;
       out.push_back(std::move(it));
+    } else if (s_.substr(i_, 2) == "<[") {
+      i_ += 2;
+      const size_t b = i_;
+      uint64_t id = 0;
+      while (i_ < s_.size() && s_[i_] >= '0' && s_[i_] <= '9' && id <= INT32_MAX) id = id * 10 + static_cast<uint64_t>(s_[i_++] - '0');
+      if (b == i_ || id > INT32_MAX) fail("expected a token id in '<[id]>'");
+      if (s_.substr(i_, 2) != "]>") fail("expected ']>' after the token id");
+      i_ += 2;
+      out.push_back({GrammarElementKind::token, static_cast<uint32_t>(id), {}});
     } else if (at('.')) {
       ++i_;
       out.push_back({GrammarElementKind::chars_not, 0, {}});  // no excluded range: any character
@@ -317,7 +326,7 @@ class Parser {
         g.rules[r].push_back(static_cast<uint32_t>(g.elements.size()));
         for (const Item& it : alt) {
           GrammarElement e{it.kind, it.rule, 0};
-          if (it.kind != GrammarElementKind::rule_ref) {
+          if (it.kind == GrammarElementKind::chars || it.kind == GrammarElementKind::chars_not) {
             e.value = static_cast<uint32_t>(g.ranges.size());
             e.count = static_cast<uint32_t>(it.ranges.size());
             g.ranges.insert(g.ranges.end(), it.ranges.begin(), it.ranges.end());
@@ -340,12 +349,14 @@ class Parser {
 }  // namespace
 
 bool Grammar::matches(const GrammarElement& e, uint32_t c) const {
+  if (e.kind == GrammarElementKind::token) return false;
   bool in = false;
   for (uint32_t k = 0; k < e.count && !in; ++k) in = ranges[e.value + k].first <= c && c <= ranges[e.value + k].second;
   return e.kind == GrammarElementKind::chars ? in : !in;
 }
 
 bool Grammar::may_match(const GrammarElement& e, uint32_t lo, uint32_t hi) const {
+  if (e.kind == GrammarElementKind::token) return false;
   for (uint32_t k = 0; k < e.count; ++k) {
     const auto [a, b] = ranges[e.value + k];
     if (e.kind == GrammarElementKind::chars && a <= hi && lo <= b) return true;

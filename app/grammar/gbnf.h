@@ -4,7 +4,9 @@
 // Accepted text:
 //   rule      name ::= alternatives        (a rule ends at a newline outside parentheses)
 //   names     [a-zA-Z0-9_-]+; `root` is the start rule; rules may be used before they are defined
-//   items     "literal"  [class]  [^negated]  .  name  ( alternatives )
+//   items     "literal"  [class]  [^negated]  .  name  ( alternatives )  <[id]>
+//             <[id]> is one token by its id, as llama.cpp's grammars write it: the way a grammar
+//             asks for a control token (a tool-call marker), which has no text to match
 //   postfix   *  +  ?  {m}  {m,}  {m,n}
 //   escapes   \n \r \t \\ \" \[ \] \- \xHH \uHHHH \UHHHHHHHH (in literals and classes)
 //   comments  # to the end of the line
@@ -28,11 +30,11 @@
 
 namespace sluice::core {
 
-enum class GrammarElementKind : uint8_t { end, rule_ref, chars, chars_not };
+enum class GrammarElementKind : uint8_t { end, rule_ref, chars, chars_not, token };
 
 struct GrammarElement {
   GrammarElementKind kind = GrammarElementKind::end;
-  uint32_t value = 0;  // rule_ref: the rule id; chars/chars_not: index of the first range
+  uint32_t value = 0;  // rule_ref: the rule id; chars/chars_not: index of the first range; token: its id
   uint32_t count = 0;  // chars/chars_not: number of ranges
 };
 
@@ -43,7 +45,7 @@ struct Grammar {
   std::vector<std::string> rule_names;                // generated rules are named "name_N"
   uint32_t root = 0;
 
-  // Whether element `e` (chars or chars_not) matches the code point c.
+  // Whether element `e` (chars, chars_not or token) matches the code point c; a token never does.
   bool matches(const GrammarElement& e, uint32_t c) const;
   // Whether it may match some code point in [lo, hi] (a partial UTF-8 character's completions).
   bool may_match(const GrammarElement& e, uint32_t lo, uint32_t hi) const;

@@ -193,9 +193,35 @@ bool GrammarMatcher::accept_text(std::string_view text) {
   return true;
 }
 
+bool GrammarMatcher::accept_token_element(int32_t token) {
+  if (utf8_.left != 0) return false;
+  stacks_.clear();
+  for (const int32_t s : current_) {
+    if (s < 0) continue;
+    const Node n = nodes_[static_cast<size_t>(s)];
+    const GrammarElement& e = grammar_->elements[n.pos];
+    if (e.kind != GrammarElementKind::token || e.value != static_cast<uint32_t>(token)) continue;
+    expand(grammar_->elements[n.pos + 1].kind == GrammarElementKind::end ? n.parent : push_node(n.pos + 1, n.parent), 0);
+  }
+  if (stacks_.empty()) {
+    nodes_.resize(live_nodes_);
+    return false;
+  }
+  spare_.clear();
+  current_.clear();
+  for (const int32_t s : stacks_) current_.push_back(copy_stack(s, spare_));
+  nodes_.swap(spare_);
+  live_nodes_ = nodes_.size();
+  stacks_.clear();
+  return true;
+}
+
 void GrammarMatcher::accept(int32_t token) {
   if (!vocab_ || token < 0 || token >= vocab_->n_vocab()) throw Error(ErrorCode::internal, "grammar: token outside the vocabulary");
+  if (accept_token_element(token)) return;
   if (vocab_->is_end(token)) return;
+  if (vocab_->piece(token).empty())  // a control token that no <[id]> waits for
+    throw Error(ErrorCode::internal, "grammar: sampled token " + std::to_string(token) + " does not match the grammar");
   if (!accept_text(vocab_->piece(token)))
     throw Error(ErrorCode::internal, "grammar: sampled token " + std::to_string(token) + " does not match the grammar");
 }
@@ -239,8 +265,18 @@ size_t GrammarMatcher::compute_mask() {
   }
   stacks_.clear();
   nodes_.resize(live_nodes_);
+  // Tokens the grammar names by id (<[id]>), control tokens included, where a stack waits for one.
+  if (utf8_.left == 0)
+    for (const int32_t s : current_) {
+      if (s < 0) continue;
+      const GrammarElement& e = grammar_->elements[nodes_[static_cast<size_t>(s)].pos];
+      if (e.kind != GrammarElementKind::token || e.value >= static_cast<uint32_t>(vocab_->n_vocab()) || mask_[e.value]) continue;
+      mask_[e.value] = 1;
+      ++allowed;
+    }
   if (can_end())
     for (int32_t id : vocab_->end_tokens()) {
+      if (mask_[static_cast<size_t>(id)]) continue;
       mask_[static_cast<size_t>(id)] = 1;
       ++allowed;
     }

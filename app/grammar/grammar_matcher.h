@@ -14,7 +14,7 @@
 // re-walks only the bytes past the prefix it shares with the previous token, and every token
 // below a prefix that the grammar rejects is skipped without a walk. End-of-generation tokens
 // are allowed only where the grammar can end; tokens that render as no text (control tokens)
-// never are.
+// only where a stack waits for that very token (a `<[id]>` element).
 //
 // Memory: the arena, the per-depth sets and the mask are per matcher, reserved at reset() and
 // reused across requests (the scheduler keeps one matcher per slot); accept() compacts the live
@@ -71,7 +71,8 @@ class GrammarMatcher {
 
   // Feeds bytes; false (and the state unchanged) when the grammar rejects them.
   bool accept_text(std::string_view bytes);
-  // Feeds a sampled token's text (nothing for an end token); Error(internal) when rejected.
+  // Feeds a sampled token: a stack waiting for that token by id (<[id]>) takes it; otherwise its
+  // text (nothing for an end token). Error(internal) when rejected.
   void accept(int32_t token);
   // The text so far is a whole match (no partial character pending).
   bool can_end() const;
@@ -97,6 +98,8 @@ class GrammarMatcher {
   // Level d + 1 of the walk from level d and one byte; false when it is empty.
   bool step(size_t d, unsigned char byte);
   int32_t copy_stack(int32_t s, std::vector<Node>& to);
+  // Moves the stacks waiting for `token` by id past it; false (state unchanged) when none waits.
+  bool accept_token_element(int32_t token);
 
   std::shared_ptr<const Grammar> grammar_;
   std::shared_ptr<const GrammarVocab> vocab_;

@@ -172,7 +172,9 @@ std::string json_schema_gbnf(const ordered_json& schema) {
 
 std::string json_object_gbnf() { return std::string("root ::= json-object\n") + kJsonRules; }
 
-std::string tool_call_gbnf(const ordered_json& tools, const std::string& only_name) {
+std::string tool_call_gbnf(const ordered_json& tools, const std::string& only_name, std::span<const ToolCallPart> parts,
+                           const MarkerItem& marker) {
+  using K = ToolCallPart::Kind;
   SchemaGrammar g;
   std::string alts;
   for (const auto& t : tools) {
@@ -183,8 +185,22 @@ std::string tool_call_gbnf(const ordered_json& tools, const std::string& only_na
     const std::string args = f.contains("parameters") && !f["parameters"].is_null()
                                  ? g.visit(f["parameters"], where, 0)
                                  : "json-object";
-    alts += std::string(alts.empty() ? "" : " | ") + "\"{\\\"name\\\": \" " + gbnf_literal(ordered_json(name).dump()) +
-            " \", \\\"arguments\\\": \" " + args + " \"}\"";
+    std::string attr = name;  // a Kimi K3 attribute value, escaped as its template escapes it
+    for (size_t p = 0; (p = attr.find('&', p)) != std::string::npos; p += 5) attr.replace(p, 1, "&amp;");
+    for (size_t p = 0; (p = attr.find('"', p)) != std::string::npos; p += 6) attr.replace(p, 1, "&quot;");
+    std::string seq;
+    for (const ToolCallPart& part : parts) {
+      seq += seq.empty() ? "" : " ";
+      switch (part.kind) {
+        case K::marker: seq += marker(part.text); break;
+        case K::text: seq += gbnf_literal(part.text); break;
+        case K::name: seq += gbnf_literal(name); break;
+        case K::name_json: seq += gbnf_literal(ordered_json(name).dump()); break;
+        case K::name_attr: seq += gbnf_literal(attr); break;
+        case K::arguments: seq += args; break;
+      }
+    }
+    alts += (alts.empty() ? "" : " | ") + ("(" + seq + ")");
   }
   if (alts.empty()) SchemaGrammar::fail("no tool named '" + only_name + "'", "tools");
   return "root ::= " + alts + "\n" + g.rules() + kJsonRules;

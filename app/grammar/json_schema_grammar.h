@@ -1,6 +1,6 @@
 // GBNF grammars (app/grammar/gbnf.h) for JSON output: a JSON Schema's common subset, any JSON
-// object (response_format json_object), and a forced tool call in the generic JSON form that
-// app/tool_calls.h parses ({"name": ..., "arguments": {...}}).
+// object (response_format json_object), and a forced tool call in a family's syntax
+// (app/tool_calls.h: forced_call_parts), which the same header's parser reads back.
 //
 // Schema subset: `type` (string, number, integer, boolean, null, object, array, or a list of
 // them), `properties` with `required` (required properties in their declared order, then each
@@ -16,16 +16,25 @@
 // arrays without a maximum length are unbounded.
 #pragma once
 
+#include <functional>
+#include <span>
 #include <string>
+#include <string_view>
 
 #include <nlohmann/json.hpp>
+
+#include "app/tool_calls.h"
 
 namespace sluice::core {
 
 std::string json_schema_gbnf(const nlohmann::ordered_json& schema);
 std::string json_object_gbnf();
 // Each of `tools` is {"type": "function", "function": {"name", "parameters"?}}; the call must be
-// to `only_name` when it is not empty (tool_choice naming a function), else to any of them.
-std::string tool_call_gbnf(const nlohmann::ordered_json& tools, const std::string& only_name);
+// to `only_name` when it is not empty (tool_choice naming a function), else to any of them. The
+// call is written as `parts` lay it out; `marker` gives the GBNF item of a marker text (a token
+// reference, <[id]>, where the vocabulary holds the marker as one control token).
+using MarkerItem = std::function<std::string(std::string_view marker)>;
+std::string tool_call_gbnf(const nlohmann::ordered_json& tools, const std::string& only_name,
+                           std::span<const ToolCallPart> parts, const MarkerItem& marker);
 
 }  // namespace sluice::core
