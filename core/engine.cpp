@@ -460,6 +460,8 @@ std::string Engine::describe_budget() const {
     s += " (experts in core)";
   }
   s += " = " + human_bytes(split_.total());
+  if (cache_ && !options_.session.route.exact())
+    s += "; routing " + describe(options_.session.route, streamed_->layout().layout.n_expert_used);
   return s;
 }
 

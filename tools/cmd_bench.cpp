@@ -388,6 +388,7 @@ int cmd_bench_model(int argc, char** argv) {
       ("t,threads", "worker threads", cxxopts::value<unsigned>()->default_value("2"))
       ("io", "IO backend: auto, uring or pread", cxxopts::value<std::string>()->default_value("auto"))
       ("policy", "expert cache eviction policy", cxxopts::value<std::string>()->default_value("lru"))
+      (kRouteFlag, kRouteFlagHelp, cxxopts::value<std::string>()->default_value("exact"))
       ("gpu", "use the first CUDA GPU (VRAM tier above the RAM cache)")
       ("vram", "VRAM for --gpu (e.g. 20G; default: free VRAM minus a margin)", cxxopts::value<std::string>())
       ("vram-policy", "VRAM expert cache policy with --gpu: lru or freq", cxxopts::value<std::string>()->default_value("lru"))

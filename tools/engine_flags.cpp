@@ -30,6 +30,7 @@ void add_engine_flags(cxxopts::Options& options, const EngineFlagSet& set) {
       ("no-mmap", "with --in-core: read the weights into sluice's own memory")
       ("io", "IO backend: auto, uring or pread", cxxopts::value<std::string>()->default_value("auto"))
       ("policy", "expert cache eviction policy (lru, lfu, lru-quota, freq, hot-pin, predict)", cxxopts::value<std::string>()->default_value("lru"))
+      (kRouteFlag, kRouteFlagHelp, cxxopts::value<std::string>()->default_value("exact"))
       (kVerifyFlag, kVerifyFlagHelp, cxxopts::value<std::string>()->default_value("on"));
   if (set.widen_f16) options.add_options()("widen-f16", "convert F16 weights to F32 at load");
   if (set.io_faults)
@@ -57,6 +58,7 @@ void read_gpu_flags(const cxxopts::ParseResult& args, core::EngineOptions& eo) {
 void read_io_flags(const cxxopts::ParseResult& args, const EngineFlagSet& set, core::EngineOptions& eo) {
   eo.io.kind = io::parse_io_kind(args["io"].as<std::string>());
   eo.policy = args["policy"].as<std::string>();
+  eo.session.route = core::parse_route_policy(args[kRouteFlag].as<std::string>());
   apply_verify_flag(args[kVerifyFlag].as<std::string>(), eo);
   if (set.io_faults && args.count("io-faults")) eo.faults = io::parse_fault_options(args["io-faults"].as<std::string>());
 }

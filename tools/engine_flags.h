@@ -1,5 +1,5 @@
 // The flags that say how a command opens its model, declared and read once for run, chat,
-// perplexity and serve: -m, --budget, --cache-experts, --in-core, --io, --policy, --verify, the KV
+// perplexity and serve: -m, --budget, --cache-experts, --in-core, --io, --policy, --route, --verify, the KV
 // type, and where a command offers them --widen-f16, --io-faults and --gpu/--vram/--vram-policy.
 // Also the sampling flags run and chat share. Every bad value is one Error(invalid_argument) line
 // naming the flag, before anything is loaded.
@@ -22,11 +22,17 @@ struct EngineFlagSet {
 
 void add_engine_flags(cxxopts::Options& options, const EngineFlagSet& set);
 
+// --route (core/experts/cache_aware_routing.h), declared by add_engine_flags and by bench.
+inline constexpr const char* kRouteFlag = "route";
+inline constexpr const char* kRouteFlagHelp =
+    "expert routing: exact, or cache-aware[=J[,M]] (keep the top J, fill the rest from experts already in RAM "
+    "among the top M; changes results; J = k/2 and M = 2k by default)";
+
 // EngineOptions from those flags and the session flags (threads, context, batch: the batch is cut
 // to the context when one is given).
 core::EngineOptions read_engine_flags(const cxxopts::ParseResult& args, const EngineFlagSet& set, const SessionFlags& sf);
 
-// --io, --policy, --verify and (where offered) --io-faults into `eo`; part of read_engine_flags,
+// --io, --policy, --route, --verify and (where offered) --io-faults into `eo`; part of read_engine_flags,
 // and bench's reading of the same flags beside its budget sweeps.
 void read_io_flags(const cxxopts::ParseResult& args, const EngineFlagSet& set, core::EngineOptions& eo);
 

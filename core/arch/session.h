@@ -37,6 +37,7 @@
 
 #include "common/ggml_type.h"
 #include "core/compute/matmul_offload.h"
+#include "core/experts/cache_aware_routing.h"
 
 namespace sluice::core {
 
@@ -72,6 +73,9 @@ struct SessionOptions {
   // Never changes results: 1 token per pass is the untiled order, which tests compare against.
   int64_t attn_tile_tokens = 0;
   int64_t attn_tile_cells = 0;
+  // Routing (core/experts/cache_aware_routing.h): exact (the default) or cache-aware, which
+  // changes results wherever an expert it would route to is not in RAM.
+  RoutePolicy route{};
 };
 
 // One MoE routing decision: experts in selection order (descending score), their final mixing

@@ -33,6 +33,7 @@
 // same bytes gives bit-identical logits.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <span>
 
@@ -60,6 +61,13 @@ class ExpertSource {
   }
   virtual void prefetch(int layer, std::span<const int32_t> experts) { (void)layer, (void)experts; }
   virtual void read_ahead(int layer, std::span<const int32_t> experts) { (void)layer, (void)experts; }
+  // Which of the layer's experts are in RAM now, landed or being read (out[e] = 1; out has
+  // n_expert entries), for cache-aware routing (core/experts/cache_aware_routing.h). The
+  // default, for sources that hold everything: all of them.
+  virtual void cached(int layer, std::span<uint8_t> out) const {
+    (void)layer;
+    std::fill(out.begin(), out.end(), uint8_t{1});
+  }
 };
 
 // RAII pin over acquire/release.

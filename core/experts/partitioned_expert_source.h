@@ -24,6 +24,7 @@ class PartitionedExpertSource final : public ExpertSource {
     return inner_.acquire_any(layer, remaining, out);
   }
   void prefetch(int layer, std::span<const int32_t> experts) override;
+  void cached(int layer, std::span<uint8_t> out) const override { inner_.cached(layer, out); }
   void read_ahead(int layer, std::span<const int32_t> experts) override;
 
  private:

@@ -109,6 +109,11 @@ cache::ShardCache& CachedExpertSource::cache() const {
   return *cache_;
 }
 
+void CachedExpertSource::cached(int layer, std::span<uint8_t> out) const {
+  const int moe = layout_.moe_layer_of_block.at(static_cast<size_t>(layer));
+  for (size_t e = 0; e < out.size(); ++e) out[e] = moe >= 0 && cache().is_resident(key(moe, static_cast<int>(e))) ? 1 : 0;
+}
+
 void CachedExpertSource::plan(int layer, std::span<const int32_t> experts) {
   int moe = layout_.moe_layer_of_block.at(static_cast<size_t>(layer));
   // Drop pins of an earlier step that were not released (they would block eviction).

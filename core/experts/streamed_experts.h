@@ -69,6 +69,7 @@ class CachedExpertSource final : public ExpertSource {
   void release(int layer, int expert) override;
   void prefetch(int layer, std::span<const int32_t> experts) override;
   void read_ahead(int layer, std::span<const int32_t> experts) override;
+  void cached(int layer, std::span<uint8_t> out) const override;
 
   const StreamedLayout& layout() const { return layout_; }
   uint64_t rereads() const { return rereads_; }

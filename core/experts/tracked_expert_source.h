@@ -46,6 +46,7 @@ class TrackedExpertSource final : public ExpertSource {
   int32_t acquire_any(int layer, std::span<const int32_t> remaining, ExpertWeights& out) override;
   void release(int layer, int expert) override;
   void prefetch(int layer, std::span<const int32_t> experts) override { inner_.prefetch(layer, experts); }
+  void cached(int layer, std::span<uint8_t> out) const override { inner_.cached(layer, out); }
 
   // The pinned expert whose gate, up or down view starts at `data`; false when none does.
   bool find(const std::byte* data, PinnedExpertPart& out) const;

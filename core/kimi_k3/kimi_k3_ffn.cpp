@@ -33,6 +33,8 @@ void KimiK3Session::route(int64_t il, int64_t n, int64_t start_pos) {
   const KimiK3Config& c = model_.config();
   const KimiK3Layer& L = *layer_;
   const int64_t NE = c.n_expert, k = c.n_expert_used;
+  // Cache-aware routing reads which experts are in RAM once per layer and batch.
+  if (!route_policy_.exact()) experts_.cached(static_cast<int>(il), route_cached_);
   matmul(L.gate_inp.matrix(), h_.data(), n, router_.data());
   kernels::sigmoid({router_.data(), static_cast<size_t>(n * NE)}, {probs_.data(), static_cast<size_t>(n * NE)});
   for (int64_t t = 0; t < n; ++t) {
@@ -56,7 +58,9 @@ void KimiK3Session::route(int64_t il, int64_t n, int64_t start_pos) {
     }
     int32_t* ids = route_ids_.data() + t * k;
     float* w = route_w_.data() + t * k;
-    kernels::top_k({sel, static_cast<size_t>(NE)}, {ids, static_cast<size_t>(k)});
+    // expert_list_ is free until ffn_moe lists the batch's experts: the ranks' scratch.
+    select_experts({sel, static_cast<size_t>(NE)}, {ids, static_cast<size_t>(k)}, route_policy_, route_cached_,
+                   {expert_list_.data(), static_cast<size_t>(NE)});
     double sum = 0.0;  // ggml_sum_rows accumulates in double
     for (int64_t j = 0; j < k; ++j) {
       w[j] = p[ids[j]];

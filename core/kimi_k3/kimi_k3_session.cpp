@@ -88,6 +88,7 @@ KimiK3Session::KimiK3Session(const KimiK3Model& model, ExpertSource& experts, ke
     size(group_scores_, std::max<int64_t>(c.n_expert_groups, 1));
     size(group_top_, std::max<int64_t>(c.n_expert_groups, 1));
     size(expert_list_, c.n_expert);
+    if (!options.route.exact()) route_cached_.resize(static_cast<size_t>(c.n_expert));
     size(pending_, c.n_expert);
     size(gather_, B * k);
     size(zl_, B * L);
@@ -101,6 +102,7 @@ KimiK3Session::KimiK3Session(const KimiK3Model& model, ExpertSource& experts, ke
     size(sh_, B * E);
   }
   exchange_ = options.exchange;
+  route_policy_ = options.route;
   size(logits_, options.logit_rows() * c.n_vocab);
   if (options.n_seq > 1) size(batch_logits_, options.logit_rows() * c.n_vocab);
 
@@ -133,7 +135,7 @@ uint64_t KimiK3Session::scratch_bytes() const {
                         &batch_logits_})
     f += v->size();
   uint64_t i = route_ids_.size() + group_top_.size() + expert_list_.size() + pending_.size() + gather_.size();
-  return f * sizeof(float) + i * sizeof(int32_t) + mm_scratch_.size() + mix_rows_.size() * sizeof(float*) +
+  return f * sizeof(float) + i * sizeof(int32_t) + route_cached_.size() + mm_scratch_.size() + mix_rows_.size() * sizeof(float*) +
          (predictor_ ? predictor_->scratch_bytes() : 0);
 }
 

@@ -65,6 +65,7 @@ struct KimiK3SessionOptions {
   // Expert parallelism (core/experts/expert_exchange.h): compute only this rank's routed experts
   // and receive the others' latent rows. Null: every expert here. Not owned; outlives the session.
   ExpertExchange* exchange = nullptr;
+  RoutePolicy route{};  // exact or cache-aware (core/experts/cache_aware_routing.h)
 };
 
 class KimiK3Session final : public Session {
@@ -166,6 +167,8 @@ class KimiK3Session final : public Session {
   std::vector<int32_t> route_ids_, group_top_, expert_list_, pending_, gather_;
   std::vector<float> zl_, xe_, ge_, ue_, ye_, expert_out_, moe_, sh_;
   ExpertExchange* exchange_ = nullptr;   // expert parallelism; null: every expert here
+  RoutePolicy route_policy_;              // KimiK3SessionOptions::route
+  std::vector<uint8_t> route_cached_;     // cache-aware routing: the layer's experts in RAM
   std::vector<float> exchange_scratch_;  // [n_batch * n_expert_used][expert_width] with an exchange
   std::vector<float> logits_;
   std::vector<float> batch_logits_;  // n_seq > 1: forward_batch's rows, gathered per sequence

@@ -12,6 +12,7 @@ namespace sluice::core {
 uint64_t KimiK3Session::scratch_bytes_for(const KimiK3Model& model, const KimiK3SessionOptions& options,
                                           unsigned threads) {
   const KimiK3Config& c = model.config();
+  check_route_policy(options.route, c.n_expert_used);
   const int64_t B = std::max<int64_t>(options.n_batch, 1), E = c.n_embd, DI = c.d_inner(), H = c.n_head,
                 D = c.kda_head_dim;
   uint64_t floats = 0, ints = 0;
@@ -61,6 +62,7 @@ uint64_t KimiK3Session::scratch_bytes_for(const KimiK3Model& model, const KimiK3
     i32(std::max<int64_t>(c.n_expert_groups, 1));               // group_top_
     i32(c.n_expert);                                            // expert_list_
     i32(c.n_expert);                                            // pending_
+    if (!options.route.exact()) bytes += static_cast<uint64_t>(c.n_expert);  // route_cached_
     i32(B * k);                                                 // gather_
     f(B * L);                                                   // zl_
     f(B * L);                                                   // xe_

@@ -21,14 +21,19 @@ void LlamaSession::route(int64_t il, int64_t n) {
   const ModelConfig& c = model_.config();
   const LayerWeights& L = *layer_;
   const int64_t X = c.n_expert, K = c.n_expert_used, GU = c.n_group_used;
-  const RouterParams params = RouterParams::from_config(c);
+  RouterParams params = RouterParams::from_config(c);
+  params.route = route_policy_;
+  // Cache-aware routing reads which experts are in RAM once per layer and batch.
+  if (!params.route.exact()) experts_.cached(static_cast<int>(il), route_cached_);
   matmul(L.gate_inp.matrix(), cur_.data(), n, router_logits_.data());
   const std::span<const float> bias = L.exp_probs_b ? L.exp_probs_b.f32() : std::span<const float>{};
   for (int64_t t = 0; t < n; ++t) {
     const std::span<int32_t> ids{route_ids_.data() + t * K, sz(K)};
     const std::span<float> w{route_w_.data() + t * K, sz(K)};
     const std::span<int32_t> groups{route_groups_.data() + t * GU, params.n_groups > 1 ? sz(GU) : 0};
-    route_token(params, {router_logits_.data() + t * X, sz(X)}, bias, ids, w, groups, router_scratch_);
+    // expert_list_ is free until ffn_moe lists the batch's experts: the ranks' scratch.
+    route_token(params, {router_logits_.data() + t * X, sz(X)}, bias, ids, w, groups, router_scratch_, route_cached_,
+                {expert_list_.data(), sz(X)});
     if (observer_) observer_->on_routing({static_cast<int>(il), pos_[sz(t)], ids, w, groups});
   }
 }

@@ -24,7 +24,8 @@ RouterParams RouterParams::from_config(const ModelConfig& c) {
 }
 
 void route_token(const RouterParams& p, std::span<const float> logits, std::span<const float> bias,
-                 std::span<int32_t> ids, std::span<float> w, std::span<int32_t> groups, std::span<float> scratch) {
+                 std::span<int32_t> ids, std::span<float> w, std::span<int32_t> groups, std::span<float> scratch,
+                 std::span<const uint8_t> cached, std::span<int32_t> ranks) {
   const size_t X = static_cast<size_t>(p.n_expert);
   const size_t G = static_cast<size_t>(p.n_groups);
   const std::span<float> probs = scratch.subspan(0, X);
@@ -55,7 +56,7 @@ void route_token(const RouterParams& p, std::span<const float> logits, std::span
                 -std::numeric_limits<float>::infinity());
     }
   }
-  kernels::top_k(sel, ids);
+  select_experts(sel, ids, p.route, cached, ranks);
   for (size_t i = 0; i < ids.size(); ++i) w[i] = probs[static_cast<size_t>(ids[i])];
   if (p.norm) {
     double sum = 0.0;

@@ -5,7 +5,8 @@
 //   groups (n_groups > 1): experts are n_groups runs of consecutive ids; a group's score is the
 //          sum of its two best s (accumulated in double, rounded to float); keep the n_group_used
 //          best groups and set s = -inf for experts outside them
-//   ids    = top-k of s, best first (ties: lower id)
+//   ids    = top-k of s, best first (ties: lower id); with a cache-aware RoutePolicy, the top J
+//            and then cached experts of the top M (core/experts/cache_aware_routing.h)
 //   w[i]   = p[ids[i]]  (unbiased)
 //   norm:  w /= max(sum w, 6.103515625e-5)  (sum in double, as ggml_sum_rows)
 //   scale: w *= scale
@@ -16,6 +17,7 @@
 #include <cstdint>
 #include <span>
 
+#include "core/experts/cache_aware_routing.h"
 #include "core/llama/model_config.h"
 
 namespace sluice::core {
@@ -29,15 +31,17 @@ struct RouterParams {
   bool norm = false;
   bool scale_on = false;
   float scale = 1.0f;
+  RoutePolicy route{};  // exact unless SessionOptions::route says otherwise
 
   static RouterParams from_config(const ModelConfig& c);
   size_t scratch_floats() const { return static_cast<size_t>(2 * n_expert + 2 * n_groups); }
 };
 
 // logits: [n_expert]; bias: [n_expert] or empty; ids/weights: [n_expert_used];
-// groups: [n_group_used] (ignored when n_groups == 1).
+// groups: [n_group_used] (ignored when n_groups == 1). Cache-aware routing (p.route) reads
+// `cached` ([n_expert]) and uses `ranks` ([n_expert] ints) as scratch; exact routing neither.
 void route_token(const RouterParams& p, std::span<const float> logits, std::span<const float> bias,
                  std::span<int32_t> ids, std::span<float> weights, std::span<int32_t> groups,
-                 std::span<float> scratch);
+                 std::span<float> scratch, std::span<const uint8_t> cached = {}, std::span<int32_t> ranks = {});
 
 }  // namespace sluice::core

@@ -32,6 +32,7 @@ struct LlamaSession::Sizes {
          router_scratch = 0, route_w = 0, expert_out = 0, xe = 0, ge = 0, ue = 0, de = 0, rope_cache = 0,
          logits = 0, exchange = 0;                                                 // floats
   size_t route_ids = 0, route_groups = 0, expert_list = 0, gather = 0;   // int32 (pending_: expert_list)
+  size_t route_cached = 0;                                              // bytes (cache-aware routing)
   size_t mm_scratch = 0, slots = 0, slot_bytes = 0, predictor = 0;       // bytes
   size_t pos = 0, seqs = 0;  // per token: pos_ (int64) + seq_ (int32) + runs_ and attn_tiles_ (int64, +1 each); per sequence: 2 int64
   int64_t n_slots = 1, attn_tile_tokens = 1, attn_tile_cells = 0;
@@ -40,7 +41,7 @@ struct LlamaSession::Sizes {
     uint64_t f = x + cur + attn_out + ffn_out + q + k + v + qa + kva + qcur + kqv + heads_out + head_in + head_res +
                  ffn_g + ffn_u + sh_out + router_logits + router_scratch + route_w + expert_out + xe + ge + ue + de +
                  rope_cache + logits + exchange;
-    return 4 * (f + route_ids + route_groups + 2 * expert_list + gather) + mm_scratch + slots + predictor +
+    return 4 * (f + route_ids + route_groups + 2 * expert_list + gather) + route_cached + mm_scratch + slots + predictor +
            8 * pos + 4 * pos + 2 * 8 * (pos + 1) + 16 * seqs;
   }
 
@@ -52,6 +53,7 @@ struct LlamaSession::Sizes {
       throw Error(ErrorCode::invalid_argument, "batch size " + std::to_string(o.n_batch) + " must be positive");
     if (o.prefetch_depth < 0)
       throw Error(ErrorCode::invalid_argument, "--prefetch-depth " + std::to_string(o.prefetch_depth) + " must be 0 or more");
+    check_route_policy(o.route, c.n_expert_used);
     if (o.attn_tile_tokens < 0 || o.attn_tile_tokens > kAttnMaxTileTokens || o.attn_tile_cells < 0)
       throw Error(ErrorCode::invalid_argument, "attention tile of " + std::to_string(o.attn_tile_tokens) + " tokens x " +
                                                    std::to_string(o.attn_tile_cells) + " cells: tokens must be in [0, " +
@@ -94,6 +96,7 @@ struct LlamaSession::Sizes {
       z.router_scratch = sz(2 * X + 2 * G);
       z.route_ids = z.route_w = sz(B * K);
       z.route_groups = sz(B * c.n_group_used);
+      if (!o.route.exact()) z.route_cached = sz(X);
       z.expert_out = sz(B * K * E);
       if (o.exchange) z.exchange = z.expert_out;
       z.expert_list = sz(X);
@@ -182,6 +185,7 @@ LlamaSession::LlamaSession(const Model& model, ExpertSource& experts, kernels::T
   expert_out_.resize(z.expert_out);
   exchange_scratch_.resize(z.exchange);
   exchange_ = o.exchange;
+  route_policy_ = o.route;
   xe_.resize(z.xe);
   ge_.resize(z.ge);
   ue_.resize(z.ue);
@@ -190,6 +194,7 @@ LlamaSession::LlamaSession(const Model& model, ExpertSource& experts, kernels::T
   logits_.resize(z.logits);
   route_ids_.resize(z.route_ids);
   route_groups_.resize(z.route_groups);
+  route_cached_.resize(z.route_cached);
   expert_list_.resize(z.expert_list);
   pending_.resize(z.expert_list);
   gather_.resize(z.gather);

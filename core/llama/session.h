@@ -155,6 +155,7 @@ class LlamaSession final : public Session {
   MatmulOffload* offload_ = nullptr;
   std::unique_ptr<ExpertPredictor> predictor_;  // null: prefetch off
   ExpertExchange* exchange_ = nullptr;          // expert parallelism; null: every expert here
+  RoutePolicy route_policy_;                    // SessionOptions::route
   std::vector<float> exchange_scratch_;         // [n_batch * n_expert_used][n_embd] with an exchange
 
   // Activations, [n_batch][...] row-major.
@@ -162,6 +163,7 @@ class LlamaSession final : public Session {
   std::vector<float> q_, k_, v_, qa_, kva_, qcur_, kqv_, heads_out_, head_in_, head_res_;
   std::vector<float> ffn_g_, ffn_u_, sh_out_;
   std::vector<float> router_logits_, router_scratch_, route_w_, expert_out_;
+  std::vector<uint8_t> route_cached_;  // cache-aware routing: the layer's experts in RAM
   std::vector<int32_t> route_ids_, route_groups_, expert_list_, pending_, gather_;
   std::vector<float> xe_, ge_, ue_, de_;
   std::vector<float> rope_cache_;
