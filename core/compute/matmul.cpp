@@ -29,13 +29,13 @@ void matmul_rows(const kernels::WeightMatrix& w, const float* x, int64_t n, floa
 void matmul(const kernels::WeightMatrix& w, const float* x, int64_t n, float* y, MatKind kind,
             std::span<std::byte> scratch, kernels::ThreadPool& pool, MatmulOffload* offload,
             std::span<const int64_t> runs) {
+  const bool quantized_order = kernels::order_depends_on_tokens(w);
   const bool order_depends_on_rows =
-      kind != MatKind::vector &&
-      (w.type == GgmlType::F32 || w.type == GgmlType::F16 || w.repack == kernels::GgmlRepack::mul_mat);
+      quantized_order || (kind != MatKind::vector && (w.type == GgmlType::F32 || w.type == GgmlType::F16));
   if (order_depends_on_rows && runs.size() > 2) {
     // The quantized kernels take the runs themselves and keep every sequence's order while
     // unpacking each weight block once for the whole batch (an offloaded product still splits).
-    if (w.repack == kernels::GgmlRepack::mul_mat && !offload) {
+    if (quantized_order && !offload) {
       kernels::matmul(w, {x, sz(n * w.n_cols)}, n, {y, sz(n * w.n_rows)}, scratch, pool, runs);
       return;
     }

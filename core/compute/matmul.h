@@ -15,9 +15,9 @@
 //              there, e.g. kimi-k3's KDA beta): no llamafile for F16.
 //
 // Several sequences in one batch (`runs`: row boundaries from 0 to n, more than one run): a
-// product whose order depends on the row count (F32, F16, matrices repacked for mul_mat) runs
-// per sequence so each gets its single-run numbers; the repacked quantized kernel takes the runs
-// itself. An offload (core/compute/matmul_offload.h), when given, is offered each product first
+// product whose order depends on the row count (F32, F16, matrices repacked for mul_mat, and the
+// IQ panel's types for mul_mat and an expert's mul_mat_id: kernels::order_depends_on_tokens) runs
+// per sequence so each gets its single-run numbers; the quantized kernel takes the runs itself. An offload (core/compute/matmul_offload.h), when given, is offered each product first
 // (per sequence when split), and the CPU computes what it declines.
 #pragma once
 

@@ -94,7 +94,7 @@ void mxfp4_dots(const void* w, const void* act, size_t act_stride, int64_t n, fl
 }
 
 template <int NT>
-void iq4_nl_dots(const void* w, const void* act, size_t act_stride, int64_t n, float* out) {
+void iq4_nl_llamafile_dots(const void* w, const void* act, size_t act_stride, int64_t n, float* out) {
   const auto* x = static_cast<const BlockIq4Nl*>(w);
   const __m128i table = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4NlValues));
   signed_block_dots<NT>(
@@ -140,7 +140,10 @@ float vec_dot_q5_1(const void* w, const void* act, int64_t n) {
 
 float vec_dot_mxfp4(const void* w, const void* act, int64_t n) { return one_row<mxfp4_dots<1>>(w, act, n); }
 
-float vec_dot_iq4_nl(const void* w, const void* act, int64_t n) { return one_row<iq4_nl_dots<1>>(w, act, n); }
+// IQ4_NL in llamafile's order (scalar.h); vec_dot's two-accumulator order stays scalar.
+float vec_dot_iq4_nl_llamafile(const void* w, const void* act, int64_t n) {
+  return one_row<iq4_nl_llamafile_dots<1>>(w, act, n);
+}
 
 
 #define SLUICE_MULTI_ROW(type)                                                                      \
@@ -154,7 +157,7 @@ SLUICE_MULTI_ROW(q8_0)
 SLUICE_MULTI_ROW(q4_0)
 SLUICE_MULTI_ROW(q5_0)
 SLUICE_MULTI_ROW(mxfp4)
-SLUICE_MULTI_ROW(iq4_nl)
+SLUICE_MULTI_ROW(iq4_nl_llamafile)
 #undef SLUICE_MULTI_ROW
 
 }  // namespace sluice::kernels::cpu::avx2
