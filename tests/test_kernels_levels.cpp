@@ -77,11 +77,10 @@ struct Order {
 
 std::vector<Order> orders_of(const KernelTable& k, GgmlType type) {
   const size_t ti = size_t(type);
-  static constexpr VecDotMultiFn kNoMulti[3] = {};
   const Order all[] = {{"vec_dot", k.vec_dot[ti], k.vec_dot_multi[ti]},
                        {"repack GEMV", k.vec_dot_repack[ti], k.vec_dot_repack_multi[ti]},
                        {"repack GEMM", k.vec_dot_repack_gemm[ti], k.vec_dot_repack_gemm_multi[ti]},
-                       {"IQ panel", k.vec_dot_panel[ti], kNoMulti},
+                       {"IQ panel", k.vec_dot_panel[ti], k.vec_dot_panel_multi[ti]},
                        {"llamafile", k.vec_dot_llamafile[ti], k.vec_dot_llamafile_multi[ti]}};
   std::vector<Order> o;
   for (const Order& x : all)

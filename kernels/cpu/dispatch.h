@@ -78,7 +78,8 @@ struct KernelTable {
   // The same dot in the order of llama.cpp's IQ panel GEMM (scalar_iq.h), for the types it
   // covers (IQ1_S, IQ1_M, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ4_XS); null elsewhere. A
   // matrix ggml_repacks() lists for these types takes it for every row of a run of at least
-  // kPanelMinTokens tokens (kernels/matvec.h), vec_dot for shorter runs. One order at every level.
+  // kPanelMinTokens tokens (kernels/matvec.h), vec_dot for shorter runs. One order at every level
+  // (scalar for IQ1_S and IQ1_M, AVX2 with x4 for the others).
   VecDotFn vec_dot_panel[kTypeSlots] = {};
   // The same dot in the order of llamafile's tinyBLAS, where that differs from vec_dot's (IQ4_NL):
   // llama.cpp's mul_mat of such a matrix that it does not repack takes it from 2 tokens
@@ -92,6 +93,7 @@ struct KernelTable {
   VecDotMultiFn vec_dot_repack_multi[kTypeSlots][3] = {};
   VecDotMultiFn vec_dot_repack_gemm_multi[kTypeSlots][3] = {};
   VecDotMultiFn vec_dot_llamafile_multi[kTypeSlots][3] = {};
+  VecDotMultiFn vec_dot_panel_multi[kTypeSlots][3] = {};
   // The repacked orders as tiled GEMMs over one packing, for batches; empty where there is none
   // (matmul then takes the multi-row kernels).
   TileGemm repack_tile[kTypeSlots] = {};

@@ -81,6 +81,21 @@ void add_avx2_kernels(KernelTable& t) {
   multi(t.vec_dot_repack_multi, GgmlType::Q2_K, avx2::vec_dot_q2_k_repack_x2, avx2::vec_dot_q2_k_repack_x4);
   multi(t.vec_dot_repack_gemm_multi, GgmlType::Q2_K, avx2::vec_dot_q2_k_repack_gemm_x2,
         avx2::vec_dot_q2_k_repack_gemm_x4);
+  // The IQ panel's order (prompt products): one-row and x4, the batches it serves being >= 8 rows.
+  const struct {
+    GgmlType type;
+    VecDotFn one;
+    VecDotMultiFn x4;
+  } panel[] = {{GgmlType::IQ2_XXS, avx2::vec_dot_panel_iq2_xxs, avx2::vec_dot_panel_iq2_xxs_x4},
+               {GgmlType::IQ2_XS, avx2::vec_dot_panel_iq2_xs, avx2::vec_dot_panel_iq2_xs_x4},
+               {GgmlType::IQ2_S, avx2::vec_dot_panel_iq2_s, avx2::vec_dot_panel_iq2_s_x4},
+               {GgmlType::IQ3_XXS, avx2::vec_dot_panel_iq3_xxs, avx2::vec_dot_panel_iq3_xxs_x4},
+               {GgmlType::IQ3_S, avx2::vec_dot_panel_iq3_s, avx2::vec_dot_panel_iq3_s_x4},
+               {GgmlType::IQ4_XS, avx2::vec_dot_panel_iq4_xs, avx2::vec_dot_panel_iq4_xs_x4}};
+  for (const auto& k : panel) {
+    t.vec_dot_panel[size_t(k.type)] = k.one;
+    multi(t.vec_dot_panel_multi, k.type, nullptr, k.x4);
+  }
 }
 
 }  // namespace sluice::kernels::cpu

@@ -165,7 +165,7 @@ void matmul(const WeightMatrix& w, std::span<const float> x, int64_t n_tokens, s
   } else if (w.repack != GgmlRepack::none && k.vec_dot_panel[ti] != nullptr) {
     // The IQ panel: a whole run of at least kPanelMinTokens rows, for mul_mat and (per expert)
     // mul_mat_id alike; shorter runs keep vec_dot.
-    gemm = DotOrder{k.vec_dot_panel[ti], nullptr, nullptr, nullptr};
+    gemm = order(k.vec_dot_panel, k.vec_dot_panel_multi);
     rule = GemmRule{true, cpu::kPanelMinTokens, 1};
   } else if (w.repack == GgmlRepack::none && k.vec_dot_llamafile[ti] != nullptr) {
     // llamafile's tinyBLAS from 2 tokens (a matrix llama.cpp does not repack, e.g. a 3-D slice).
