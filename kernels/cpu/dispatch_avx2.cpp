@@ -28,7 +28,10 @@ void add_avx2_kernels(KernelTable& t) {
   dot(GgmlType::Q5_1, avx2::vec_dot_q5_1);
   dot(GgmlType::Q8_0, avx2::vec_dot_q8_0);
   dot(GgmlType::MXFP4, avx2::vec_dot_mxfp4);
+  dot(GgmlType::IQ4_NL, avx2::vec_dot_iq4_nl);
   t.vec_dot_llamafile[size_t(GgmlType::IQ4_NL)] = avx2::vec_dot_iq4_nl_llamafile;
+  t.vec_dot_repack[size_t(GgmlType::IQ4_NL)] = avx2::vec_dot_iq4_nl_repack;
+  t.vec_dot_repack_gemm[size_t(GgmlType::IQ4_NL)] = avx2::vec_dot_iq4_nl_repack;
   dot(GgmlType::Q2_K, avx2::vec_dot_q2_k);
   dot(GgmlType::Q3_K, avx2::vec_dot_q3_k);
   dot(GgmlType::Q4_K, avx2::vec_dot_q4_k);
@@ -51,6 +54,10 @@ void add_avx2_kernels(KernelTable& t) {
   multi(t.vec_dot_multi, GgmlType::Q4_0, avx2::vec_dot_q4_0_x2, avx2::vec_dot_q4_0_x4);
   multi(t.vec_dot_multi, GgmlType::Q5_0, avx2::vec_dot_q5_0_x2, avx2::vec_dot_q5_0_x4);
   multi(t.vec_dot_multi, GgmlType::MXFP4, avx2::vec_dot_mxfp4_x2, avx2::vec_dot_mxfp4_x4);
+  multi(t.vec_dot_multi, GgmlType::IQ4_NL, avx2::vec_dot_iq4_nl_x2, avx2::vec_dot_iq4_nl_x4);
+  multi(t.vec_dot_repack_multi, GgmlType::IQ4_NL, avx2::vec_dot_iq4_nl_repack_x2, avx2::vec_dot_iq4_nl_repack_x4);
+  multi(t.vec_dot_repack_gemm_multi, GgmlType::IQ4_NL, avx2::vec_dot_iq4_nl_repack_x2,
+        avx2::vec_dot_iq4_nl_repack_x4);
   multi(t.vec_dot_llamafile_multi, GgmlType::IQ4_NL, avx2::vec_dot_iq4_nl_llamafile_x2,
         avx2::vec_dot_iq4_nl_llamafile_x4);
   multi(t.vec_dot_multi, GgmlType::Q2_K, avx2::vec_dot_q2_k_x2, avx2::vec_dot_q2_k_x4);
