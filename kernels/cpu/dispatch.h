@@ -79,7 +79,7 @@ struct KernelTable {
   // covers (IQ1_S, IQ1_M, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ4_XS); null elsewhere. A
   // matrix ggml_repacks() lists for these types takes it for every row of a run of at least
   // kPanelMinTokens tokens (kernels/matvec.h), vec_dot for shorter runs. One order at every level
-  // (scalar for IQ1_S and IQ1_M, AVX2 with x4 for the others).
+  // (scalar, and AVX2 with x4, equal to it bit for bit).
   VecDotFn vec_dot_panel[kTypeSlots] = {};
   // The same dot in the order of llamafile's tinyBLAS, where that differs from vec_dot's (IQ4_NL):
   // llama.cpp's mul_mat of such a matrix that it does not repack takes it from 2 tokens

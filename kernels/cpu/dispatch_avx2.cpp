@@ -98,7 +98,9 @@ void add_avx2_kernels(KernelTable& t) {
                {GgmlType::IQ2_S, avx2::vec_dot_panel_iq2_s, avx2::vec_dot_panel_iq2_s_x4},
                {GgmlType::IQ3_XXS, avx2::vec_dot_panel_iq3_xxs, avx2::vec_dot_panel_iq3_xxs_x4},
                {GgmlType::IQ3_S, avx2::vec_dot_panel_iq3_s, avx2::vec_dot_panel_iq3_s_x4},
-               {GgmlType::IQ4_XS, avx2::vec_dot_panel_iq4_xs, avx2::vec_dot_panel_iq4_xs_x4}};
+               {GgmlType::IQ4_XS, avx2::vec_dot_panel_iq4_xs, avx2::vec_dot_panel_iq4_xs_x4},
+               {GgmlType::IQ1_S, avx2::vec_dot_panel_iq1_s, avx2::vec_dot_panel_iq1_s_x4},
+               {GgmlType::IQ1_M, avx2::vec_dot_panel_iq1_m, avx2::vec_dot_panel_iq1_m_x4}};
   for (const auto& k : panel) {
     t.vec_dot_panel[size_t(k.type)] = k.one;
     multi(t.vec_dot_panel_multi, k.type, nullptr, k.x4);
