@@ -46,4 +46,17 @@ void matmul(const kernels::WeightMatrix& w, const float* x, int64_t n, float* y,
   matmul_rows(w, x, n, y, kind, scratch, pool, offload);
 }
 
+void split_rows_by_run(std::span<const int64_t> token_runs, std::span<const int32_t> rows, int64_t n_used,
+                       std::vector<int64_t>& out) {
+  out.clear();
+  size_t run = 0;
+  for (size_t r = 0; r < rows.size(); ++r) {
+    const int64_t t = rows[r] / n_used;
+    if (r > 0 && t < token_runs[run + 1]) continue;
+    while (t >= token_runs[run + 1]) ++run;
+    out.push_back(static_cast<int64_t>(r));
+  }
+  out.push_back(static_cast<int64_t>(rows.size()));
+}
+
 }  // namespace sluice::core

@@ -24,6 +24,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <vector>
 
 #include "core/compute/matmul_offload.h"
 #include "kernels/matvec.h"
@@ -38,5 +39,13 @@ enum class MatKind { plain, permuted, vector };
 void matmul(const kernels::WeightMatrix& w, const float* x, int64_t n, float* y, MatKind kind,
             std::span<std::byte> scratch, kernels::ThreadPool& pool, MatmulOffload* offload = nullptr,
             std::span<const int64_t> runs = {});
+
+// The runs of one expert's gathered rows, for matmul's `runs`: `rows` holds, ascending, the
+// (token * n_used + slot) indices routed to the expert, `token_runs` the batch's sequence runs
+// (boundaries from 0 to its token count). `out` gets the row boundaries, from 0 to rows.size(),
+// where a row's token enters another run: each sequence's rows of the expert form one run, whose
+// length decides its order as in a batch of that sequence alone (the IQ panel from 8 rows).
+void split_rows_by_run(std::span<const int64_t> token_runs, std::span<const int32_t> rows, int64_t n_used,
+                       std::vector<int64_t>& out);
 
 }  // namespace sluice::core

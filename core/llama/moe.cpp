@@ -35,17 +35,7 @@ void LlamaSession::route(int64_t il, int64_t n) {
 
 std::span<const int64_t> LlamaSession::expert_runs(int64_t n, int64_t m) {
   if (runs_.size() <= 2 || runs_n_ != n) return {};
-  // gather_ ascends, so each sequence's rows are consecutive: a run starts where the token's run does.
-  const int64_t K = model_.config().n_expert_used;
-  expert_runs_.clear();
-  size_t run = 0;
-  for (int64_t r = 0; r < m; ++r) {
-    const int64_t t = gather_[sz(r)] / K;
-    if (r > 0 && t < runs_[run + 1]) continue;
-    while (t >= runs_[run + 1]) ++run;
-    expert_runs_.push_back(r);
-  }
-  expert_runs_.push_back(m);
+  split_rows_by_run(runs_, {gather_.data(), sz(m)}, model_.config().n_expert_used, expert_runs_);
   return expert_runs_;
 }
 
