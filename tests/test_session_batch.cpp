@@ -99,9 +99,10 @@ std::vector<std::vector<int32_t>> prompts_from(const Manifest& m) {
 
 // The i-quant files add orders that depend on each sequence's token count: the IQ panel (a
 // matrix from 8 tokens, an expert from 8 rows routed to it) and IQ4_NL's llamafile order (attn_k_b
-// from 2 tokens). (An expert's rows in the panel order instead of vec_dot's do not reach these
-// models' logits: the routed experts' share of the residual is too small. split_rows_by_run's own
-// test binds that split.)
+// from 2 tokens). (Here the split of an expert's rows by sequence is not bound: a decode row
+// summed in the panel order instead of vec_dot's, as without the split, leaves these models'
+// logits unchanged; split_rows_by_run's own test binds it. The experts' prompt products in the
+// wrong order do change them: test_model_reference.)
 TEST_CASE("batched forward of several sequences gives bit-identical logits to each sequence alone (quantized)") {
   const std::pair<std::string, std::string> files[] = {{"deepseek2", "q4_k_m"},  {"qwen3moe", "q4_k_m"},
                                                        {"llama-moe", "q4_k_m"},  {"deepseek2", "iq2_xxs"},
