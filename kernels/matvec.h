@@ -23,6 +23,10 @@ namespace sluice::kernels {
 //    accumulates per pair of 32-value sub-blocks; the n % 4 tokens left (and any call with fewer
 //    than 4 tokens) go through the GEMV, which accumulates per 256-value super-block.
 //  - mul_mat_id: an expert of an expert tensor; every token goes through the GEMV.
+// The i-quants that llama.cpp's IQ panel GEMM takes (cpu::KernelTable::vec_dot_panel: IQ1_S,
+// IQ1_M, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ4_XS) are not repacked at load but packed 8
+// rows at a time per call: a mul_mat of at least 8 tokens, or an expert (mul_mat_id) with at least
+// 8 rows routed to it, sums every token in the panel's order; fewer tokens take vec_dot's.
 enum class GgmlRepack : uint8_t { none, mul_mat, mul_mat_id };
 
 struct WeightMatrix {
@@ -40,9 +44,20 @@ struct WeightMatrix {
 // this type with n_rows rows, for a 2-D matrix used by mul_mat or an expert tensor used by
 // mul_mat_id (a 3-D tensor used by plain mul_mat, such as MLA's attn_k_b/attn_v_b, is never
 // repacked). True only where sluice emulates the repacked order: Q4_K (AVX2) and Q2_K (AVX-512,
-// the reference build's CPU) with n_rows % 8 == 0. llama.cpp also repacks Q4_0, IQ4_NL and MXFP4
-// (AVX2); those still use vec_dot's order here.
+// the reference build's CPU) with n_rows % 8 == 0, and the IQ panel's types with n_rows % 8 == 0
+// (see GgmlRepack), and IQ4_NL with n_rows % 8 == 0 (its GEMV and GEMM sum alike). llama.cpp also
+// repacks Q4_0 and MXFP4 (AVX2); those still use vec_dot's order here. An IQ4_NL matrix it does
+// not repack (a 3-D slice such as MLA's attn_k_b) takes llamafile's order from 2 tokens (a run of
+// 2 with `runs`), vec_dot's for one; an expert of such a tensor would too (ggml's mul_mat_id
+// never takes llamafile), which no shipped model has.
 bool ggml_repacks(GgmlType type, int64_t n_rows);
+
+// Whether the summation order of w's dots depends on how many tokens a call (or a run) has: a
+// matrix repacked for mul_mat (GEMM for groups of 4), or an IQ panel type that ggml_repacks lists
+// (mul_mat or mul_mat_id: the panel from 8 tokens), or an IQ4_NL matrix not repacked (llamafile
+// from 2 tokens). Such a product with several sequences in one
+// batch must pass their runs to matmul.
+bool order_depends_on_tokens(const WeightMatrix& w);
 
 // Scratch bytes needed by matvec/matmul for this weight type, row length and token count on a
 // pool of n_threads: the activations quantized to vec_dot_type and, for a batch that takes a
@@ -63,7 +78,9 @@ void matvec(const WeightMatrix& w, std::span<const float> x, std::span<float> y,
 // `runs`, when given, splits the tokens into sequences (run r is tokens [runs[r], runs[r+1]),
 // from 0 to n_tokens): a matrix llama.cpp repacks for mul_mat then sums each token in the order
 // its sequence alone would get (the GEMM's for the leading whole groups of 4 of its run, the
-// GEMV's for the rest), so a mixed batch gives each sequence its single-run results.
+// GEMV's for the rest; for an IQ panel type the panel's for a run of at least 8 tokens, for
+// mul_mat and mul_mat_id alike, vec_dot's for a shorter one), so a mixed batch gives each
+// sequence its single-run results.
 void matmul(const WeightMatrix& w, std::span<const float> x, int64_t n_tokens, std::span<float> y,
             std::span<std::byte> scratch, ThreadPool& pool, std::span<const int64_t> runs = {});
 

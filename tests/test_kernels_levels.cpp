@@ -39,7 +39,7 @@ const GgmlType kDotTypes[] = {
     GgmlType::IQ1_M};
 
 // Types whose scalar vec_dot sums in ggml's x86 order, so every SIMD level equals it to the bit.
-const GgmlType kScalarIsX86Order[] = {GgmlType::TQ1_0,  GgmlType::TQ2_0,   GgmlType::IQ4_XS, GgmlType::IQ2_XXS,
+const GgmlType kScalarIsX86Order[] = {GgmlType::IQ4_NL, GgmlType::TQ1_0,  GgmlType::TQ2_0,   GgmlType::IQ4_XS, GgmlType::IQ2_XXS,
                                       GgmlType::IQ2_XS, GgmlType::IQ2_S,   GgmlType::IQ3_XXS, GgmlType::IQ3_S,
                                       GgmlType::IQ1_S,  GgmlType::IQ1_M};
 
@@ -79,7 +79,9 @@ std::vector<Order> orders_of(const KernelTable& k, GgmlType type) {
   const size_t ti = size_t(type);
   const Order all[] = {{"vec_dot", k.vec_dot[ti], k.vec_dot_multi[ti]},
                        {"repack GEMV", k.vec_dot_repack[ti], k.vec_dot_repack_multi[ti]},
-                       {"repack GEMM", k.vec_dot_repack_gemm[ti], k.vec_dot_repack_gemm_multi[ti]}};
+                       {"repack GEMM", k.vec_dot_repack_gemm[ti], k.vec_dot_repack_gemm_multi[ti]},
+                       {"IQ panel", k.vec_dot_panel[ti], k.vec_dot_panel_multi[ti]},
+                       {"llamafile", k.vec_dot_llamafile[ti], k.vec_dot_llamafile_multi[ti]}};
   std::vector<Order> o;
   for (const Order& x : all)
     if (x.one != nullptr) o.push_back(x);
@@ -169,7 +171,8 @@ TEST_CASE("every kernel level's dots, one-row and multi-row, equal the reference
           for (const Order& o : orders_of(*k, type)) {
             // The reference order: avx2's for every level above it, scalar's where it is the x86
             // order (or for the avx2 level itself, which is checked against scalar by NMSE). The
-            // repacked orders (Q4_K, Q2_K) are written in llama.cpp's order at every level.
+            // other orders (repacked, IQ panel, llamafile) are written in llama.cpp's order at
+            // every level.
             const bool x86_scalar = scalar_is_x86_order(type) || std::string(o.name) != "vec_dot";
             VecDotFn ref = nullptr;
             for (const Order& r : orders_of(k == avx2 || x86_scalar ? scalar : *avx2, type))

@@ -65,7 +65,9 @@ TEST_CASE("multi-row dot kernels equal the single-row kernel on every row, bit f
       };
       const Order orders[] = {{"vec_dot", k.vec_dot[ti], k.vec_dot_multi[ti]},
                               {"repack GEMV", k.vec_dot_repack[ti], k.vec_dot_repack_multi[ti]},
-                              {"repack GEMM", k.vec_dot_repack_gemm[ti], k.vec_dot_repack_gemm_multi[ti]}};
+                              {"repack GEMM", k.vec_dot_repack_gemm[ti], k.vec_dot_repack_gemm_multi[ti]},
+                              {"llamafile", k.vec_dot_llamafile[ti], k.vec_dot_llamafile_multi[ti]},
+                              {"IQ panel", k.vec_dot_panel[ti], k.vec_dot_panel_multi[ti]}};
       const auto w = quantized_rows(type, 3, n, 7 + uint32_t(ti), 0.05f);
       const GgmlType act_type = sluice::kernels::vec_dot_type(type);
       const size_t w_row = sluice::ggml_row_bytes(type, n), act_row = sluice::ggml_row_bytes(act_type, n);
@@ -98,9 +100,10 @@ TEST_CASE("multi-row dot kernels equal the single-row kernel on every row, bit f
       }
     }
     MESSAGE("kernel level " << std::string(k.isa) << ": " << checked << " multi-row kernels equal the one-row kernel");
-    // avx2: Q4_K and Q2_K in three orders, seven more types and the ten i-quant/ternary types in
-    // one, x2 and x4 each; x8 for Q3_K.
-    if (std::string(k.isa) == "avx2") CHECK(checked == 47);
+    // avx2: Q4_K, Q2_K and IQ4_NL in three orders (IQ4_NL: vec_dot, repacked, llamafile), six more
+    // types and the ten i-quant/ternary types in one, x2 and x4 each; x8 for Q3_K; x4 of the IQ
+    // panel order for eight of them.
+    if (std::string(k.isa) == "avx2") CHECK(checked == 61);
   }
 }
 
@@ -138,4 +141,59 @@ TEST_CASE("matmul with sequence runs gives each sequence the results it gets alo
   CHECK_THROWS_AS(sluice::kernels::matmul(w, x, n, y, scratch, pool, bad), sluice::Error);
   const std::vector<int64_t> short_runs = {0, 12};
   CHECK_THROWS_AS(sluice::kernels::matmul(w, x, n, y, scratch, pool, short_runs), sluice::Error);
+}
+
+// llama.cpp picks a dot order per call from its token count (kernels/matvec.h): the IQ panel for
+// a run of at least 8 tokens of an i-quant matrix it lists (mul_mat and mul_mat_id alike),
+// llamafile's order for IQ4_NL from 2 tokens where it does not repack, the repacked order at any
+// count where it does. Each token must get exactly that order's one-row dot.
+TEST_CASE("matmul takes the IQ panel order from 8 tokens and IQ4_NL's llamafile order from 2, per sequence run") {
+  ThreadPool pool(2);
+  const auto& k = sluice::kernels::cpu::best_kernels();
+  struct Case {
+    GgmlType type;
+    GgmlRepack repack;
+    std::vector<int64_t> runs;
+    int64_t min_run;  // runs this long take `batched`; shorter ones vec_dot
+    sluice::kernels::cpu::VecDotFn batched;
+  };
+  const size_t nl = size_t(GgmlType::IQ4_NL), xs = size_t(GgmlType::IQ2_XXS), m1 = size_t(GgmlType::IQ1_M);
+  const Case cases[] = {
+      {GgmlType::IQ2_XXS, GgmlRepack::mul_mat, {0, 3, 11, 12, 21}, 8, k.vec_dot_panel[xs]},
+      {GgmlType::IQ2_XXS, GgmlRepack::mul_mat_id, {0, 9, 16, 24}, 8, k.vec_dot_panel[xs]},
+      {GgmlType::IQ1_M, GgmlRepack::mul_mat, {0, 8}, 8, k.vec_dot_panel[m1]},
+      {GgmlType::IQ2_XXS, GgmlRepack::none, {0, 12}, 1 << 30, nullptr},  // a 3-D slice: vec_dot
+      {GgmlType::IQ4_NL, GgmlRepack::none, {0, 1, 3, 4, 7}, 2, k.vec_dot_llamafile[nl]},
+      {GgmlType::IQ4_NL, GgmlRepack::mul_mat, {0, 1, 6}, 1, k.vec_dot_repack[nl]},
+      {GgmlType::IQ4_NL, GgmlRepack::mul_mat_id, {0, 1, 3}, 1, k.vec_dot_repack[nl]},
+  };
+  for (const Case& c : cases) {
+    constexpr int64_t n_cols = 512, n_rows = 24;
+    const auto bytes = quantized_rows(c.type, n_rows, n_cols, 11, 0.05f);
+    const size_t w_row = sluice::ggml_row_bytes(c.type, n_cols);
+    WeightMatrix w{c.type, bytes.data(), n_cols, n_rows, w_row, c.repack};
+    const int64_t n = c.runs.back();
+    const auto x = random_row(n_cols * n, 5);
+    // One run per call where the case has one; the runs otherwise.
+    const auto y = c.runs.size() == 2 ? run_matmul(w, x, n, pool) : run_matmul(w, x, n, pool, c.runs);
+    const GgmlType act_type = sluice::kernels::vec_dot_type(c.type);
+    const size_t act_row = sluice::ggml_row_bytes(act_type, n_cols);
+    std::vector<std::byte> act(act_row);
+    int batched = 0;
+    for (size_t r = 0; r + 1 < c.runs.size(); ++r) {
+      const bool long_run = c.runs[r + 1] - c.runs[r] >= c.min_run;
+      const auto dot = long_run ? c.batched : k.vec_dot[size_t(c.type)];
+      REQUIRE((dot != nullptr));
+      for (int64_t t = c.runs[r]; t < c.runs[r + 1]; ++t) {
+        sluice::kernels::quantize_row(act_type, x.data() + t * n_cols, act.data(), n_cols);
+        for (int64_t row = 0; row < n_rows; ++row) {
+          INFO(sluice::ggml_traits(c.type).name << " repack " << int(c.repack) << " token " << t << " row " << row);
+          const float want = dot(bytes.data() + size_t(row) * w_row, act.data(), n_cols);
+          REQUIRE(y[size_t(t * n_rows + row)] == want);
+        }
+        batched += long_run;
+      }
+    }
+    if (c.batched) CHECK(batched > 0);
+  }
 }

@@ -7,6 +7,7 @@
 
 #include "common/error.h"
 #include "tests/model_reference.h"
+#include "core/compute/matmul.h"
 #include "core/llama/in_core_experts.h"
 
 namespace {
@@ -96,12 +97,22 @@ std::vector<std::vector<int32_t>> prompts_from(const Manifest& m) {
 
 }  // namespace
 
+// The i-quant files add orders that depend on each sequence's token count: the IQ panel (a
+// matrix from 8 tokens, an expert from 8 rows routed to it) and IQ4_NL's llamafile order (attn_k_b
+// from 2 tokens). (Here the split of an expert's rows by sequence is not bound: a decode row
+// summed in the panel order instead of vec_dot's, as without the split, leaves these models'
+// logits unchanged; split_rows_by_run's own test binds it. The experts' prompt products in the
+// wrong order do change them: test_model_reference.)
 TEST_CASE("batched forward of several sequences gives bit-identical logits to each sequence alone (quantized)") {
-  for (const std::string arch : {"deepseek2", "qwen3moe", "llama-moe"}) {
+  const std::pair<std::string, std::string> files[] = {{"deepseek2", "q4_k_m"},  {"qwen3moe", "q4_k_m"},
+                                                       {"llama-moe", "q4_k_m"},  {"deepseek2", "iq2_xxs"},
+                                                       {"deepseek2", "iq4_xs"}};
+  for (const auto& [arch, variant] : files) {
     CAPTURE(arch);
-    const std::string name = arch + "-q4_k_m";
+    CAPTURE(variant);
+    const std::string name = arch + "-" + variant;
     require_file(tiny_dir(arch) / (name + ".gguf"));
-    const Manifest m = load_manifest(arch, "q4_k_m");
+    const Manifest m = load_manifest(arch, variant);
     const core::Model model = core::Model::load((tiny_dir(arch) / (name + ".gguf")).string());
     const auto prompts = prompts_from(m);
     const std::vector<Run> batched = run_batched(model, prompts);
@@ -148,4 +159,20 @@ TEST_CASE("forward_batch rejects a sequence out of range, descending positions a
   expect({0, 0}, {1, 0}, "must ascend");
   expect({0, 1}, {0, 32}, "does not fit the context");
   expect({0}, {0, 0}, "differ in length");
+}
+
+TEST_CASE("split_rows_by_run gives each sequence's rows of an expert one run, skipping sequences without any") {
+  std::vector<int64_t> out;
+  // Tokens: 0 | 1..28 | 29 (three sequences), 4 slots a token; rows of one expert.
+  const std::vector<int64_t> token_runs = {0, 1, 29, 30};
+  const std::vector<int32_t> rows = {0 * 4 + 2, 3 * 4 + 1, 5 * 4 + 0, 28 * 4 + 3, 29 * 4 + 1};
+  sluice::core::split_rows_by_run(token_runs, rows, 4, out);
+  CHECK(out == std::vector<int64_t>{0, 1, 4, 5});
+  // The first sequence routes nothing here, the second one row, the third two.
+  const std::vector<int64_t> runs2 = {0, 5, 6, 10};
+  sluice::core::split_rows_by_run(runs2, std::vector<int32_t>{5 * 2 + 1, 7 * 2 + 0, 9 * 2 + 1}, 2, out);
+  CHECK(out == std::vector<int64_t>{0, 1, 3});
+  // One sequence: one run.
+  sluice::core::split_rows_by_run(std::vector<int64_t>{0, 8}, std::vector<int32_t>{1, 5, 9}, 2, out);
+  CHECK(out == std::vector<int64_t>{0, 3});
 }

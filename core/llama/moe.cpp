@@ -38,6 +38,12 @@ void LlamaSession::route(int64_t il, int64_t n) {
   }
 }
 
+std::span<const int64_t> LlamaSession::expert_runs(int64_t n, int64_t m) {
+  if (runs_.size() <= 2 || runs_n_ != n) return {};
+  split_rows_by_run(runs_, {gather_.data(), sz(m)}, model_.config().n_expert_used, expert_runs_);
+  return expert_runs_;
+}
+
 void LlamaSession::ffn_moe(int64_t il, int64_t n, float* out) {
   const ModelConfig& c = model_.config();
   const LayerWeights& L = *layer_;
@@ -79,11 +85,12 @@ void LlamaSession::ffn_moe(int64_t il, int64_t n, float* out) {
           std::memcpy(xe_.data() + r * E, cur_.data() + (gather_[sz(r)] / K) * E, sz(E) * 4);
       });
       const ExpertWeights& w = pin.weights();
-      matmul(w.up, xe_.data(), m, ue_.data(), MatKind::vector);
-      matmul(w.gate, xe_.data(), m, ge_.data(), MatKind::vector);
+      const std::span<const int64_t> runs = expert_runs(n, m);
+      core::matmul(w.up, xe_.data(), m, ue_.data(), MatKind::vector, mm_scratch_, pool_, offload_, runs);
+      core::matmul(w.gate, xe_.data(), m, ge_.data(), MatKind::vector, mm_scratch_, pool_, offload_, runs);
       const std::span<float> g{ge_.data(), sz(m * F)};
       kernels::swiglu(g, {ue_.data(), sz(m * F)}, g);
-      matmul(w.down, ge_.data(), m, de_.data(), MatKind::vector);
+      core::matmul(w.down, ge_.data(), m, de_.data(), MatKind::vector, mm_scratch_, pool_, offload_, runs);
       if (exchange_) exchange_->note_computed(m);  // the rank's share, printed per rank
       for_rows(m, [&](int64_t r0, int64_t r1) {
         for (int64_t r = r0; r < r1; ++r) {

@@ -160,6 +160,7 @@ LlamaSession::LlamaSession(const Model& model, ExpertSource& experts, kernels::T
   pos_.resize(z.pos);
   seq_.resize(z.pos);
   runs_.reserve(z.pos + 1);
+  expert_runs_.reserve(z.pos + 1);
   seq_used_.resize(z.seqs);
   seq_count_.resize(z.seqs);
   x_.resize(z.x);

@@ -125,6 +125,9 @@ class LlamaSession final : public Session {
   void ffn_dense(const Tensor& gate, const Tensor& up, const Tensor& down, int64_t n, float* out);
   void ffn_moe(int64_t il, int64_t n, float* out);
   void route(int64_t il, int64_t n);
+  // The runs (by sequence) of the m rows gather_ holds for one expert of an n-token batch; empty
+  // for a batch of one sequence. moe.cpp.
+  std::span<const int64_t> expert_runs(int64_t n, int64_t m);
   // core/compute/matmul.h (the one dispatch; MatKind says how ggml meets the product: plain,
   // permuted, or its vector path for mul_mat_id) with this session's scratch, pool, offload and,
   // for the current activation, its sequence runs.
@@ -151,6 +154,9 @@ class LlamaSession final : public Session {
   // with several sequences in a batch they run per run: each sequence gets its own numbers.
   std::vector<int64_t> runs_;
   int64_t runs_n_ = 0;
+  // The same for one expert's gathered rows (ffn_moe), where the IQ panel's order depends on how
+  // many rows each sequence routes to the expert.
+  std::vector<int64_t> expert_runs_;
   RoutingObserver* observer_ = nullptr;
   MatmulOffload* offload_ = nullptr;
   std::unique_ptr<ExpertPredictor> predictor_;  // null: prefetch off

@@ -55,6 +55,17 @@ KernelTable make_scalar_table() {
   set(t, GgmlType::IQ3_S, dequantize_iq3_s, nullptr, vec_dot_iq3_s);
   set(t, GgmlType::IQ1_S, dequantize_iq1_s, nullptr, vec_dot_iq1_s);
   set(t, GgmlType::IQ1_M, dequantize_iq1_m, nullptr, vec_dot_iq1_m);
+  t.vec_dot_llamafile[size_t(GgmlType::IQ4_NL)] = vec_dot_iq4_nl_llamafile;
+  t.vec_dot_repack[size_t(GgmlType::IQ4_NL)] = vec_dot_iq4_nl_repack;  // llama.cpp's GEMV and GEMM sum alike
+  t.vec_dot_repack_gemm[size_t(GgmlType::IQ4_NL)] = vec_dot_iq4_nl_repack;
+  t.vec_dot_panel[size_t(GgmlType::IQ2_XXS)] = vec_dot_panel_iq2_xxs;
+  t.vec_dot_panel[size_t(GgmlType::IQ2_XS)] = vec_dot_panel_iq2_xs;
+  t.vec_dot_panel[size_t(GgmlType::IQ2_S)] = vec_dot_panel_iq2_s;
+  t.vec_dot_panel[size_t(GgmlType::IQ3_XXS)] = vec_dot_panel_iq3_xxs;
+  t.vec_dot_panel[size_t(GgmlType::IQ3_S)] = vec_dot_panel_iq3_s;
+  t.vec_dot_panel[size_t(GgmlType::IQ1_S)] = vec_dot_panel_iq1_s;
+  t.vec_dot_panel[size_t(GgmlType::IQ1_M)] = vec_dot_panel_iq1_m;
+  t.vec_dot_panel[size_t(GgmlType::IQ4_XS)] = vec_dot_panel_iq4_xs;
   t.vec_dot_repack[size_t(GgmlType::Q4_K)] = vec_dot_q4_k_repack;
   t.vec_dot_repack_gemm[size_t(GgmlType::Q4_K)] = vec_dot_q4_k_repack_gemm;
   t.vec_dot_repack[size_t(GgmlType::Q2_K)] = vec_dot_q2_k_repack;

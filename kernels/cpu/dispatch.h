@@ -62,6 +62,9 @@ struct TileGemm {
 };
 
 constexpr size_t kTypeSlots = 40;  // ggml type ids 0..39
+// The fewest activation rows for which llama.cpp takes its IQ panel GEMM (GGML_IQP_MIN_BATCH and
+// GGML_IQP_MIN_BATCH_ID in the reference build's ggml-cpu/iqp.cpp).
+constexpr int64_t kPanelMinTokens = 8;
 
 struct KernelTable {
   const char* isa = "scalar";
@@ -72,6 +75,16 @@ struct KernelTable {
   // that llama.cpp repacks (WeightMatrix::repacked); null where sluice has no such order.
   VecDotFn vec_dot_repack[kTypeSlots] = {};       // the GEMV's order (per super-block)
   VecDotFn vec_dot_repack_gemm[kTypeSlots] = {};  // the 4-row GEMM's order (per sub-block pair)
+  // The same dot in the order of llama.cpp's IQ panel GEMM (scalar_iq.h), for the types it
+  // covers (IQ1_S, IQ1_M, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ4_XS); null elsewhere. A
+  // matrix ggml_repacks() lists for these types takes it for every row of a run of at least
+  // kPanelMinTokens tokens (kernels/matvec.h), vec_dot for shorter runs. One order at every level
+  // (scalar, and AVX2 with x4, equal to it bit for bit).
+  VecDotFn vec_dot_panel[kTypeSlots] = {};
+  // The same dot in the order of llamafile's tinyBLAS, where that differs from vec_dot's (IQ4_NL):
+  // llama.cpp's mul_mat of such a matrix that it does not repack takes it from 2 tokens
+  // (kernels/matvec.h), vec_dot for one. Null elsewhere.
+  VecDotFn vec_dot_llamafile[kTypeSlots] = {};
   // Multi-row versions of the three tables above, for 2, 4 and 8 activation rows ([0]: x2,
   // [1]: x4, [2]: x8, the last for batches: prefill, expert-major products); null where there is
   // none (matmul then takes the next smaller one, down to the single-row entry).
@@ -79,6 +92,8 @@ struct KernelTable {
   VecDotMultiFn vec_dot_multi[kTypeSlots][3] = {};
   VecDotMultiFn vec_dot_repack_multi[kTypeSlots][3] = {};
   VecDotMultiFn vec_dot_repack_gemm_multi[kTypeSlots][3] = {};
+  VecDotMultiFn vec_dot_llamafile_multi[kTypeSlots][3] = {};
+  VecDotMultiFn vec_dot_panel_multi[kTypeSlots][3] = {};
   // The repacked orders as tiled GEMMs over one packing, for batches; empty where there is none
   // (matmul then takes the multi-row kernels).
   TileGemm repack_tile[kTypeSlots] = {};

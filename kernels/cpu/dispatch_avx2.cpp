@@ -29,6 +29,9 @@ void add_avx2_kernels(KernelTable& t) {
   dot(GgmlType::Q8_0, avx2::vec_dot_q8_0);
   dot(GgmlType::MXFP4, avx2::vec_dot_mxfp4);
   dot(GgmlType::IQ4_NL, avx2::vec_dot_iq4_nl);
+  t.vec_dot_llamafile[size_t(GgmlType::IQ4_NL)] = avx2::vec_dot_iq4_nl_llamafile;
+  t.vec_dot_repack[size_t(GgmlType::IQ4_NL)] = avx2::vec_dot_iq4_nl_repack;
+  t.vec_dot_repack_gemm[size_t(GgmlType::IQ4_NL)] = avx2::vec_dot_iq4_nl_repack;
   dot(GgmlType::Q2_K, avx2::vec_dot_q2_k);
   dot(GgmlType::Q3_K, avx2::vec_dot_q3_k);
   dot(GgmlType::Q4_K, avx2::vec_dot_q4_k);
@@ -52,6 +55,11 @@ void add_avx2_kernels(KernelTable& t) {
   multi(t.vec_dot_multi, GgmlType::Q5_0, avx2::vec_dot_q5_0_x2, avx2::vec_dot_q5_0_x4);
   multi(t.vec_dot_multi, GgmlType::MXFP4, avx2::vec_dot_mxfp4_x2, avx2::vec_dot_mxfp4_x4);
   multi(t.vec_dot_multi, GgmlType::IQ4_NL, avx2::vec_dot_iq4_nl_x2, avx2::vec_dot_iq4_nl_x4);
+  multi(t.vec_dot_repack_multi, GgmlType::IQ4_NL, avx2::vec_dot_iq4_nl_repack_x2, avx2::vec_dot_iq4_nl_repack_x4);
+  multi(t.vec_dot_repack_gemm_multi, GgmlType::IQ4_NL, avx2::vec_dot_iq4_nl_repack_x2,
+        avx2::vec_dot_iq4_nl_repack_x4);
+  multi(t.vec_dot_llamafile_multi, GgmlType::IQ4_NL, avx2::vec_dot_iq4_nl_llamafile_x2,
+        avx2::vec_dot_iq4_nl_llamafile_x4);
   multi(t.vec_dot_multi, GgmlType::Q2_K, avx2::vec_dot_q2_k_x2, avx2::vec_dot_q2_k_x4);
   multi(t.vec_dot_multi, GgmlType::Q3_K, avx2::vec_dot_q3_k_x2, avx2::vec_dot_q3_k_x4, avx2::vec_dot_q3_k_x8);
   multi(t.vec_dot_multi, GgmlType::Q6_K, avx2::vec_dot_q6_k_x2, avx2::vec_dot_q6_k_x4);
@@ -80,6 +88,23 @@ void add_avx2_kernels(KernelTable& t) {
   multi(t.vec_dot_repack_multi, GgmlType::Q2_K, avx2::vec_dot_q2_k_repack_x2, avx2::vec_dot_q2_k_repack_x4);
   multi(t.vec_dot_repack_gemm_multi, GgmlType::Q2_K, avx2::vec_dot_q2_k_repack_gemm_x2,
         avx2::vec_dot_q2_k_repack_gemm_x4);
+  // The IQ panel's order (prompt products): one-row and x4, the batches it serves being >= 8 rows.
+  const struct {
+    GgmlType type;
+    VecDotFn one;
+    VecDotMultiFn x4;
+  } panel[] = {{GgmlType::IQ2_XXS, avx2::vec_dot_panel_iq2_xxs, avx2::vec_dot_panel_iq2_xxs_x4},
+               {GgmlType::IQ2_XS, avx2::vec_dot_panel_iq2_xs, avx2::vec_dot_panel_iq2_xs_x4},
+               {GgmlType::IQ2_S, avx2::vec_dot_panel_iq2_s, avx2::vec_dot_panel_iq2_s_x4},
+               {GgmlType::IQ3_XXS, avx2::vec_dot_panel_iq3_xxs, avx2::vec_dot_panel_iq3_xxs_x4},
+               {GgmlType::IQ3_S, avx2::vec_dot_panel_iq3_s, avx2::vec_dot_panel_iq3_s_x4},
+               {GgmlType::IQ4_XS, avx2::vec_dot_panel_iq4_xs, avx2::vec_dot_panel_iq4_xs_x4},
+               {GgmlType::IQ1_S, avx2::vec_dot_panel_iq1_s, avx2::vec_dot_panel_iq1_s_x4},
+               {GgmlType::IQ1_M, avx2::vec_dot_panel_iq1_m, avx2::vec_dot_panel_iq1_m_x4}};
+  for (const auto& k : panel) {
+    t.vec_dot_panel[size_t(k.type)] = k.one;
+    multi(t.vec_dot_panel_multi, k.type, nullptr, k.x4);
+  }
 }
 
 }  // namespace sluice::kernels::cpu

@@ -44,7 +44,6 @@ void add_avx512_kernels(KernelTable& t) {
       {GgmlType::Q5_0, avx512::vec_dot_q5_0_x2, avx512::vec_dot_q5_0_x4, avx512::vec_dot_q5_0_x8},
       {GgmlType::Q5_1, avx512::vec_dot_q5_1_x2, avx512::vec_dot_q5_1_x4, avx512::vec_dot_q5_1_x8},
       {GgmlType::MXFP4, avx512::vec_dot_mxfp4_x2, avx512::vec_dot_mxfp4_x4, avx512::vec_dot_mxfp4_x8},
-      {GgmlType::IQ4_NL, avx512::vec_dot_iq4_nl_x2, avx512::vec_dot_iq4_nl_x4, avx512::vec_dot_iq4_nl_x8},
       {GgmlType::IQ4_XS, avx512::vec_dot_iq4_xs_x2, avx512::vec_dot_iq4_xs_x4, avx512::vec_dot_iq4_xs_x8},
       {GgmlType::TQ2_0, avx512::vec_dot_tq2_0_x2, avx512::vec_dot_tq2_0_x4, avx512::vec_dot_tq2_0_x8},
   };
@@ -53,6 +52,9 @@ void add_avx512_kernels(KernelTable& t) {
     t.vec_dot_multi[size_t(k.type)][1] = k.x4;
     t.vec_dot_multi[size_t(k.type)][2] = k.x8;
   }
+  t.vec_dot_llamafile_multi[size_t(GgmlType::IQ4_NL)][0] = avx512::vec_dot_iq4_nl_llamafile_x2;
+  t.vec_dot_llamafile_multi[size_t(GgmlType::IQ4_NL)][1] = avx512::vec_dot_iq4_nl_llamafile_x4;
+  t.vec_dot_llamafile_multi[size_t(GgmlType::IQ4_NL)][2] = avx512::vec_dot_iq4_nl_llamafile_x8;
   // Q4_K's repacked GEMV order. The 4-row GEMM order's one-row kernels stay AVX2's (their per-pair
   // reductions measured slower at 512 bits); batches of either order take the tiled GEMMs, which
   // need none.

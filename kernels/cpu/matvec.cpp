@@ -59,11 +59,18 @@ struct DotOrder {
   cpu::VecDotMultiFn x8;
 };
 
-// Calls f(begin, end, gemm) over the tokens in maximal ranges of one summation order: with
-// `any_gemm`, a run's leading whole groups of 4 (runs of at least 4 tokens) take the GEMM order
-// and the rest the GEMV order; otherwise every token takes the GEMV order.
+// Which tokens of a run take the batched ("gemm") order: none without one; with one, the leading
+// whole groups of `group` tokens of a run of at least `min_run` tokens.
+struct GemmRule {
+  bool any = false;
+  int64_t min_run = 4, group = 4;  // the repacked GEMM's groups of 4 rows
+};
+
+// Calls f(begin, end, gemm) over the tokens in maximal ranges of one summation order: the tokens
+// `rule` gives the GEMM order take it and the rest the GEMV order.
 template <class F>
-void for_each_order_segment(std::span<const int64_t> runs, bool any_gemm, F&& f) {
+void for_each_order_segment(std::span<const int64_t> runs, GemmRule rule, F&& f) {
+  const bool any_gemm = rule.any;
   const int64_t n = runs.back();
   if (!any_gemm) {
     if (n > 0) f(int64_t{0}, n, false);
@@ -82,7 +89,7 @@ void for_each_order_segment(std::span<const int64_t> runs, bool any_gemm, F&& f)
   };
   for (size_t i = 0; i + 1 < runs.size(); ++i) {
     const int64_t a = runs[i], len = runs[i + 1] - runs[i];
-    const int64_t g = len > 3 ? len - len % 4 : 0;
+    const int64_t g = len >= rule.min_run ? len - len % rule.group : 0;
     add(a, a + g, true);
     add(a + g, runs[i + 1], false);
   }
@@ -108,7 +115,15 @@ size_t tile_pack_bytes(GgmlType type, int64_t n_cols, int64_t n_tokens) {
 }  // namespace
 
 bool ggml_repacks(GgmlType type, int64_t n_rows) {
-  return (type == GgmlType::Q4_K || type == GgmlType::Q2_K) && n_rows % 8 == 0;
+  const bool ahead = type == GgmlType::Q4_K || type == GgmlType::Q2_K || type == GgmlType::IQ4_NL;
+  return (ahead || cpu::scalar_kernels().vec_dot_panel[size_t(type)] != nullptr) && n_rows % 8 == 0;
+}
+
+bool order_depends_on_tokens(const WeightMatrix& w) {
+  const cpu::KernelTable& k = cpu::scalar_kernels();
+  return w.repack == GgmlRepack::mul_mat ||
+         (w.repack != GgmlRepack::none && k.vec_dot_panel[size_t(w.type)] != nullptr) ||
+         (w.repack == GgmlRepack::none && k.vec_dot_llamafile[size_t(w.type)] != nullptr);
 }
 
 size_t matmul_scratch_bytes(GgmlType weight_type, int64_t n_cols, int64_t n_tokens, unsigned n_threads) {
@@ -140,14 +155,24 @@ void matmul(const WeightMatrix& w, std::span<const float> x, int64_t n_tokens, s
     return DotOrder{one[ti], multi[ti][0], multi[ti][1], multi[ti][2]};
   };
   DotOrder gemv = order(k.vec_dot, k.vec_dot_multi), gemm = gemv;
-  bool any_gemm = false;
+  GemmRule rule;
   if (w.repack != GgmlRepack::none && k.vec_dot_repack[ti] != nullptr) {
     gemv = gemm = order(k.vec_dot_repack, k.vec_dot_repack_multi);
     if (w.repack == GgmlRepack::mul_mat) {
       gemm = order(k.vec_dot_repack_gemm, k.vec_dot_repack_gemm_multi);
-      any_gemm = true;
+      rule.any = true;
     }
+  } else if (w.repack != GgmlRepack::none && k.vec_dot_panel[ti] != nullptr) {
+    // The IQ panel: a whole run of at least kPanelMinTokens rows, for mul_mat and (per expert)
+    // mul_mat_id alike; shorter runs keep vec_dot.
+    gemm = order(k.vec_dot_panel, k.vec_dot_panel_multi);
+    rule = GemmRule{true, cpu::kPanelMinTokens, 1};
+  } else if (w.repack == GgmlRepack::none && k.vec_dot_llamafile[ti] != nullptr) {
+    // llamafile's tinyBLAS from 2 tokens (a matrix llama.cpp does not repack, e.g. a 3-D slice).
+    gemm = order(k.vec_dot_llamafile, k.vec_dot_llamafile_multi);
+    rule = GemmRule{true, 2, 1};
   }
+  const bool any_gemm = rule.any;
   // Each token's activation row is quantized on its own, so a batch splits over the pool (run
   // serially it was ~3% of a 419-token prefill's wall time with the other thread idle).
   auto quantize_rows = [&](int64_t begin, int64_t end) {
@@ -208,7 +233,7 @@ void matmul(const WeightMatrix& w, std::span<const float> x, int64_t n_tokens, s
           const int64_t r0 = g * tile_rows, r1 = std::min(w.n_rows, r0 + tile_rows);
           const bool whole_tile = r1 - r0 == tile_rows;
           if (whole_tile) tile.pack(w.data + size_t(r0) * w.row_stride, w.row_stride, w.n_cols, packed);
-          for_each_order_segment(seq_runs, any_gemm, [&](int64_t s, int64_t e, bool is_gemm) {
+          for_each_order_segment(seq_runs, rule, [&](int64_t s, int64_t e, bool is_gemm) {
             const cpu::TileGemmFn tile_gemm = is_gemm ? gemm_tile : gemv_tile;
             if (!whole_tile || !tile_gemm) return row_dots(is_gemm ? gemm : gemv, r0, r1, s, e);
             for (int64_t t = s; t < e; t += group)
@@ -230,7 +255,7 @@ void matmul(const WeightMatrix& w, std::span<const float> x, int64_t n_tokens, s
   pool.parallel_for(w.n_rows, kRowGrain, [&](int64_t begin, int64_t end) {
     for (int64_t tile = begin; tile < end; tile += tile_rows) {
       const int64_t tile_end = std::min(end, tile + tile_rows);
-      for_each_order_segment(seq_runs, any_gemm, [&](int64_t s, int64_t e, bool is_gemm) {
+      for_each_order_segment(seq_runs, rule, [&](int64_t s, int64_t e, bool is_gemm) {
         row_dots(is_gemm ? gemm : gemv, tile, tile_end, s, e);
       });
     }

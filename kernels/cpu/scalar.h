@@ -57,7 +57,14 @@ float vec_dot_q5_0(const void* w, const void* act, int64_t n);
 float vec_dot_q5_1(const void* w, const void* act, int64_t n);
 float vec_dot_q8_0(const void* w, const void* act, int64_t n);
 float vec_dot_mxfp4(const void* w, const void* act, int64_t n);
+// IQ4_NL in llama.cpp's three x86 orders: vec_dot (ggml_vec_dot_iq4_nl_q8_0: even and odd
+// blocks in two 8-lane accumulators, one fma per block each, added and reduced at the end), the
+// order of llamafile's tinyBLAS (one 8-lane accumulator, reduced at the end), which a mul_mat of
+// a matrix it does not repack takes from 2 tokens, and the order of its repacked iq4_nl_8x8
+// GEMV/GEMM (each block's integer sum into one float by one fma, blocks in order).
 float vec_dot_iq4_nl(const void* w, const void* act, int64_t n);
+float vec_dot_iq4_nl_llamafile(const void* w, const void* act, int64_t n);
+float vec_dot_iq4_nl_repack(const void* w, const void* act, int64_t n);
 float vec_dot_q2_k(const void* w, const void* act, int64_t n);
 float vec_dot_q3_k(const void* w, const void* act, int64_t n);
 float vec_dot_q4_k(const void* w, const void* act, int64_t n);

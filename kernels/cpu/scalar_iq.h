@@ -31,4 +31,20 @@ float vec_dot_iq1_s(const void* w, const void* act, int64_t n);
 float vec_dot_iq1_m(const void* w, const void* act, int64_t n);
 float vec_dot_iq4_xs(const void* w, const void* act, int64_t n);
 
+// The same dots in the order of llama.cpp's IQ panel GEMM (ggml-cpu/iqp.cpp, a part of the
+// reference build that upstream ggml does not have), which its CPU backend takes with AVX2 for a
+// mul_mat of at least 8 activation rows, and per expert of a mul_mat_id with at least 8 rows
+// routed to it (KernelTable::vec_dot_panel says when sluice does): per super-block one exact
+// integer sum of sub-block scale x weight x activation, then acc = fma(float(sum), dfac * y.d,
+// acc), with dfac = x.d / 8 (IQ2_*, and the IQ1 types, whose weights count 8 * grid + delta),
+// x.d / 4 (IQ3_XXS) or x.d (IQ3_S, IQ4_XS).
+float vec_dot_panel_iq2_xxs(const void* w, const void* act, int64_t n);
+float vec_dot_panel_iq2_xs(const void* w, const void* act, int64_t n);
+float vec_dot_panel_iq2_s(const void* w, const void* act, int64_t n);
+float vec_dot_panel_iq3_xxs(const void* w, const void* act, int64_t n);
+float vec_dot_panel_iq3_s(const void* w, const void* act, int64_t n);
+float vec_dot_panel_iq1_s(const void* w, const void* act, int64_t n);
+float vec_dot_panel_iq1_m(const void* w, const void* act, int64_t n);
+float vec_dot_panel_iq4_xs(const void* w, const void* act, int64_t n);
+
 }  // namespace sluice::kernels::cpu

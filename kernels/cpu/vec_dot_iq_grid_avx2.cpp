@@ -6,6 +6,7 @@
 // eight, 16..31 under the last). Each row then takes one sign flip of its activations, one
 // maddubs and one madd: int32 lane k sums values 4k..4k+3 of every group, as in ggml's AVX2 code
 // and in the scalar reference (vec_dot_iquants.cpp), whose float steps these repeat exactly.
+#include <cmath>
 #include <cstring>
 
 #include "kernels/cpu/avx2_common.h"
@@ -138,6 +139,31 @@ void grid_dots(const void* w, const void* act, size_t act_stride, int64_t n, flo
   for (int t = 0; t < NT; ++t) out[t] = T::kFactor * hsum(acc[t]);
 }
 
+// The IQ panel GEMM's order (scalar_iq.h): the same exact integers, summed over the super-block
+// into one int32, then one fma per super-block with (x.d * factor) * y.d.
+template <class T, int NT>
+void grid_panel_dots(const void* w, const void* act, size_t act_stride, int64_t n, float* out) {
+  const auto* x = static_cast<const typename T::Block*>(w);
+  const BlockQ8_K* y[NT];
+  for (int t = 0; t < NT; ++t) y[t] = act_row<BlockQ8_K>(act, act_stride, t);
+  float acc[NT] = {};
+  for (int64_t i = 0; i < n / kQK_K; ++i) {
+    __m256i sumi[NT];
+    for (int t = 0; t < NT; ++t) sumi[t] = _mm256_setzero_si256();
+    for (int g = 0; g < 8; ++g) {
+      const Group u = T::group(x[i], g);
+      for (int t = 0; t < NT; ++t) {
+        const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[t][i].qs + 32 * g));
+        const __m256i p = _mm256_maddubs_epi16(u.mag, _mm256_sign_epi8(a, u.sign));
+        sumi[t] = _mm256_add_epi32(sumi[t], _mm256_madd_epi16(p, u.scale));
+      }
+    }
+    const float dfac = half_to_f32(x[i].d) * T::kFactor;
+    for (int t = 0; t < NT; ++t) acc[t] = std::fma(float(hsum_i32(sumi[t])), dfac * y[t][i].d, acc[t]);
+  }
+  for (int t = 0; t < NT; ++t) out[t] = acc[t];
+}
+
 }  // namespace
 
 #define SLUICE_IQ_GRID(type, T)                                                                    \
@@ -149,6 +175,12 @@ void grid_dots(const void* w, const void* act, size_t act_stride, int64_t n, flo
   }                                                                                                \
   void vec_dot_##type##_x4(const void* w, const void* act, size_t stride, int64_t n, float* out) { \
     grid_dots<T, 4>(w, act, stride, n, out);                                                       \
+  }                                                                                                \
+  float vec_dot_panel_##type(const void* w, const void* act, int64_t n) {                          \
+    return one_row<grid_panel_dots<T, 1>>(w, act, n);                                              \
+  }                                                                                                \
+  void vec_dot_panel_##type##_x4(const void* w, const void* act, size_t stride, int64_t n, float* out) { \
+    grid_panel_dots<T, 4>(w, act, stride, n, out);                                                 \
   }
 SLUICE_IQ_GRID(iq2_xxs, Iq2Xxs)
 SLUICE_IQ_GRID(iq2_xs, Iq2Xs)

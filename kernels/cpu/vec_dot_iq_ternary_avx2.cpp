@@ -95,16 +95,18 @@ inline __m256i iq1_grid4(int i0, int i1, int i2, int i3) {
   return _mm256_set_epi64x(int64_t(kIq1sGrid[i3]), int64_t(kIq1sGrid[i2]), int64_t(kIq1sGrid[i1]), int64_t(kIq1sGrid[i0]));
 }
 
-template <int NT>
+// kPanel: the IQ panel GEMM's order (scalar_iq.h) from the same integers: per super-block
+// 8 * (grid sum) + (delta sum) into one float by one fma with (x.d / 8) * y.d.
+template <int NT, bool kPanel = false>
 void iq1_s_dots(const void* w, const void* act, size_t act_stride, int64_t n, float* out) {
   const auto* x = static_cast<const BlockIq1S*>(w);
   const BlockQ8_K* y[NT];
   for (int t = 0; t < NT; ++t) y[t] = act_row<BlockQ8_K>(act, act_stride, t);
   __m256 acc[NT];
-  float acc_delta[NT];
+  float acc_delta[NT], acc_panel[NT];
   for (int t = 0; t < NT; ++t) {
     acc[t] = _mm256_setzero_ps();
-    acc_delta[t] = 0.0f;
+    acc_delta[t] = acc_panel[t] = 0.0f;
   }
   for (int64_t i = 0; i < n / kQK_K; ++i) {
     __m256i sumi[NT];
@@ -128,21 +130,27 @@ void iq1_s_dots(const void* w, const void* act, size_t act_stride, int64_t n, fl
     }
     const float xd = half_to_f32(x[i].d);
     for (int t = 0; t < NT; ++t) {
+      if constexpr (kPanel) {
+        const int32_t sum = 8 * hsum_i32(sumi[t]) + delta_sum[t];
+        acc_panel[t] = std::fma(float(sum), xd * 0.125f * y[t][i].d, acc_panel[t]);
+        continue;
+      }
       const float d = y[t][i].d * xd;
       acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi[t]), acc[t]);
       acc_delta[t] = std::fma(d, float(delta_sum[t]), acc_delta[t]);
     }
   }
-  for (int t = 0; t < NT; ++t) out[t] = std::fma(kIq1Delta, acc_delta[t], hsum(acc[t]));
+  for (int t = 0; t < NT; ++t) out[t] = kPanel ? acc_panel[t] : std::fma(kIq1Delta, acc_delta[t], hsum(acc[t]));
 }
 
-template <int NT>
+template <int NT, bool kPanel = false>
 void iq1_m_dots(const void* w, const void* act, size_t act_stride, int64_t n, float* out) {
   const auto* x = static_cast<const BlockIq1M*>(w);
   const BlockQ8_K* y[NT];
   for (int t = 0; t < NT; ++t) y[t] = act_row<BlockQ8_K>(act, act_stride, t);
   const __m256i one8 = _mm256_set1_epi8(1);
   __m256 acc[NT], acc_delta[NT];
+  float acc_panel[NT] = {};
   for (int t = 0; t < NT; ++t) acc[t] = acc_delta[t] = _mm256_setzero_ps();
   for (int64_t i = 0; i < n / kQK_K; ++i) {
     uint16_t sc[4];
@@ -167,12 +175,17 @@ void iq1_m_dots(const void* w, const void* act, size_t act_stride, int64_t n, fl
     }
     const float xd = half_to_f32(iq1_m_scale_bits(x[i]));
     for (int t = 0; t < NT; ++t) {
+      if constexpr (kPanel) {
+        const int32_t sum = 8 * hsum_i32(sumi[t]) + hsum_i32(sumd[t]);
+        acc_panel[t] = std::fma(float(sum), xd * 0.125f * y[t][i].d, acc_panel[t]);
+        continue;
+      }
       const __m256 d = _mm256_set1_ps(y[t][i].d * xd);
       acc[t] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sumi[t]), acc[t]);
       acc_delta[t] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sumd[t]), acc_delta[t]);
     }
   }
-  for (int t = 0; t < NT; ++t) out[t] = std::fma(kIq1Delta, hsum(acc_delta[t]), hsum(acc[t]));
+  for (int t = 0; t < NT; ++t) out[t] = kPanel ? acc_panel[t] : std::fma(kIq1Delta, hsum(acc_delta[t]), hsum(acc[t]));
 }
 
 template <int NT>
@@ -199,5 +212,18 @@ SLUICE_IQ_ROWS(tq2_0)
 SLUICE_IQ_ROWS(iq1_s)
 SLUICE_IQ_ROWS(iq1_m)
 #undef SLUICE_IQ_ROWS
+
+float vec_dot_panel_iq1_s(const void* w, const void* act, int64_t n) {
+  return one_row<iq1_s_dots<1, true>>(w, act, n);
+}
+void vec_dot_panel_iq1_s_x4(const void* w, const void* act, size_t stride, int64_t n, float* out) {
+  iq1_s_dots<4, true>(w, act, stride, n, out);
+}
+float vec_dot_panel_iq1_m(const void* w, const void* act, int64_t n) {
+  return one_row<iq1_m_dots<1, true>>(w, act, n);
+}
+void vec_dot_panel_iq1_m_x4(const void* w, const void* act, size_t stride, int64_t n, float* out) {
+  iq1_m_dots<4, true>(w, act, stride, n, out);
+}
 
 }  // namespace sluice::kernels::cpu::avx2

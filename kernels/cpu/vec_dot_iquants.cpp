@@ -210,6 +210,30 @@ void tq2_0_digits(const BlockTq2_0& x, int8_t* w) {
       for (int m = 0; m < 32; ++m) *w++ = int8_t((x.qs[j + m] >> (2 * l)) & 3);
 }
 
+// llama.cpp's IQ panel GEMM (ggml-cpu/iqp.cpp of the reference build, see scalar_iq.h): per
+// super-block one exact integer, the sum of scale * weight * activation over its 256 values, then
+// acc = fma(float(sum), dfac * y.d, acc) with dfac = x.d times the type's power of two. Any exact
+// way of forming the integer gives the panel's float, so only the float steps follow ggml.
+int32_t panel_sum(const Decoded& b, const int8_t* q8) {
+  int32_t sum = 0;
+  for (int p = 0; p < kQK_K; ++p) sum += int32_t(b.scale[p / 16]) * b.w[p] * q8[p];
+  return sum;
+}
+
+template <class Block>
+float panel_dot(const void* w, const void* act, int64_t n, float dfac_factor) {
+  const auto* x = static_cast<const Block*>(w);
+  const auto* y = static_cast<const BlockQ8_K*>(act);
+  float acc = 0.0f;
+  Decoded b;
+  for (int64_t i = 0; i < n / kQK_K; ++i) {
+    decode(x[i], b);
+    const float dfac = fp16_to_f32(x[i].d) * dfac_factor;
+    acc = std::fma(float(panel_sum(b, y[i].qs)), dfac * y[i].d, acc);
+  }
+  return acc;
+}
+
 }  // namespace
 
 float vec_dot_tq1_0(const void* w, const void* act, int64_t n) {
@@ -257,6 +281,54 @@ float vec_dot_iq1_m(const void* w, const void* act, int64_t n) {
     fma_lanes(acc_delta, d, lanes_of(delta, y[i].qs));
   }
   return std::fma(kIq1Delta, hsum8(acc_delta), hsum8(acc));
+}
+
+
+namespace {
+
+// The IQ1 types' panel weights are 8 * grid + delta (delta +-1), with dfac = d / 8.
+float panel_dot_iq1(const Decoded& grid, const Decoded& delta, const int8_t* q8, float dfac, float yd, float acc) {
+  Decoded v = grid;
+  for (int p = 0; p < kQK_K; ++p) v.w[p] = int8_t(8 * grid.w[p] + delta.w[p]);
+  return std::fma(float(panel_sum(v, q8)), dfac * yd, acc);
+}
+
+}  // namespace
+
+float vec_dot_panel_iq2_xxs(const void* w, const void* act, int64_t n) {
+  return panel_dot<BlockIq2Xxs>(w, act, n, 0.125f);
+}
+float vec_dot_panel_iq2_xs(const void* w, const void* act, int64_t n) { return panel_dot<BlockIq2Xs>(w, act, n, 0.125f); }
+float vec_dot_panel_iq2_s(const void* w, const void* act, int64_t n) { return panel_dot<BlockIq2S>(w, act, n, 0.125f); }
+float vec_dot_panel_iq3_xxs(const void* w, const void* act, int64_t n) {
+  return panel_dot<BlockIq3Xxs>(w, act, n, 0.25f);
+}
+float vec_dot_panel_iq3_s(const void* w, const void* act, int64_t n) { return panel_dot<BlockIq3S>(w, act, n, 1.0f); }
+float vec_dot_panel_iq4_xs(const void* w, const void* act, int64_t n) { return panel_dot<BlockIq4Xs>(w, act, n, 1.0f); }
+
+float vec_dot_panel_iq1_s(const void* w, const void* act, int64_t n) {
+  const auto* x = static_cast<const BlockIq1S*>(w);
+  const auto* y = static_cast<const BlockQ8_K*>(act);
+  float acc = 0.0f;
+  Decoded b, delta;
+  for (int64_t i = 0; i < n / kQK_K; ++i) {
+    decode(x[i], b);
+    for (int p = 0; p < kQK_K; ++p) delta.w[p] = int8_t(x[i].qh[p / 32] & 0x8000 ? -1 : 1);
+    acc = panel_dot_iq1(b, delta, y[i].qs, fp16_to_f32(x[i].d) * 0.125f, y[i].d, acc);
+  }
+  return acc;
+}
+
+float vec_dot_panel_iq1_m(const void* w, const void* act, int64_t n) {
+  const auto* x = static_cast<const BlockIq1M*>(w);
+  const auto* y = static_cast<const BlockQ8_K*>(act);
+  float acc = 0.0f;
+  Decoded b, delta;
+  for (int64_t i = 0; i < n / kQK_K; ++i) {
+    decode(x[i], b, delta);
+    acc = panel_dot_iq1(b, delta, y[i].qs, fp16_to_f32(iq1_m_scale_bits(x[i])) * 0.125f, y[i].d, acc);
+  }
+  return acc;
 }
 
 }  // namespace sluice::kernels::cpu

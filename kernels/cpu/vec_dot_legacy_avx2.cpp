@@ -1,6 +1,8 @@
 // AVX2 dot products of the 32-value block formats with Q8_0 / Q8_1 activations.
 // Per block: unpack the weights to 32 signed (or unsigned) bytes, one integer dot product into
 // 8 int32 lanes, then one FMA with the combined scale.
+#include <cmath>
+
 #include "kernels/cpu/avx2.h"
 #include "kernels/cpu/avx2_common.h"
 #include "kernels/cpu/blocks.h"
@@ -94,12 +96,64 @@ void mxfp4_dots(const void* w, const void* act, size_t act_stride, int64_t n, fl
 }
 
 template <int NT>
-void iq4_nl_dots(const void* w, const void* act, size_t act_stride, int64_t n, float* out) {
+void iq4_nl_llamafile_dots(const void* w, const void* act, size_t act_stride, int64_t n, float* out) {
   const auto* x = static_cast<const BlockIq4Nl*>(w);
   const __m128i table = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4NlValues));
   signed_block_dots<NT>(
       n / kQK, act, act_stride, [x, table](int64_t i) { return lookup_nibbles(x[i].qs, table); },
       [x](int64_t i) { return half_to_f32(x[i].d); }, out);
+}
+
+// IQ4_NL's other two orders (scalar.h): ggml's vec_dot, even and odd blocks in two 8-lane
+// accumulators (an odd last block added after the reduction, as ggml's scalar tail), and the
+// repacked GEMV/GEMM, each block's integer sum into the row's one float by one fma.
+inline __m256i iq4_nl_values(const BlockIq4Nl& b) {
+  return lookup_nibbles(b.qs, _mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4NlValues)));
+}
+
+inline __m256i signed_dot(__m256i qx, const int8_t* y) {
+  return sum_pairs_i16(_mm256_maddubs_epi16(_mm256_sign_epi8(qx, qx), _mm256_sign_epi8(load32(y), qx)));
+}
+
+template <int NT>
+void iq4_nl_dots(const void* w, const void* act, size_t act_stride, int64_t n, float* out) {
+  const auto* x = static_cast<const BlockIq4Nl*>(w);
+  const BlockQ8_0* y[NT];
+  for (int t = 0; t < NT; ++t) y[t] = act_row<BlockQ8_0>(act, act_stride, t);
+  __m256 acc[2][NT];
+  for (int t = 0; t < NT; ++t) acc[0][t] = acc[1][t] = _mm256_setzero_ps();
+  const int64_t nb = n / kQK;
+  int64_t i = 0;
+  for (; i + 1 < nb; i += 2) {
+    for (int h = 0; h < 2; ++h) {
+      const __m256i qx = iq4_nl_values(x[i + h]);
+      const float xd = half_to_f32(x[i + h].d);
+      for (int t = 0; t < NT; ++t)
+        acc[h][t] = _mm256_fmadd_ps(scale_of(half_to_f32(y[t][i + h].d), xd),
+                                    _mm256_cvtepi32_ps(signed_dot(qx, y[t][i + h].qs)), acc[h][t]);
+    }
+  }
+  for (int t = 0; t < NT; ++t) out[t] = hsum(_mm256_add_ps(acc[0][t], acc[1][t]));
+  for (; i < nb; ++i) {
+    const __m256i qx = iq4_nl_values(x[i]);
+    for (int t = 0; t < NT; ++t)
+      out[t] = std::fma(half_to_f32(y[t][i].d) * half_to_f32(x[i].d), float(hsum_i32(signed_dot(qx, y[t][i].qs))), out[t]);
+  }
+}
+
+template <int NT>
+void iq4_nl_repack_dots(const void* w, const void* act, size_t act_stride, int64_t n, float* out) {
+  const auto* x = static_cast<const BlockIq4Nl*>(w);
+  const BlockQ8_0* y[NT];
+  for (int t = 0; t < NT; ++t) y[t] = act_row<BlockQ8_0>(act, act_stride, t);
+  float acc[NT] = {};
+  for (int64_t i = 0; i < n / kQK; ++i) {
+    const __m256i qx = iq4_nl_values(x[i]);
+    const float xd = half_to_f32(x[i].d);
+    for (int t = 0; t < NT; ++t)
+      acc[t] = std::fma(float(hsum_i32(signed_dot(qx, y[t][i].qs))), xd * half_to_f32(y[t][i].d), acc[t]);
+  }
+  for (int t = 0; t < NT; ++t) out[t] = acc[t];
 }
 
 }  // namespace
@@ -141,6 +195,13 @@ float vec_dot_q5_1(const void* w, const void* act, int64_t n) {
 float vec_dot_mxfp4(const void* w, const void* act, int64_t n) { return one_row<mxfp4_dots<1>>(w, act, n); }
 
 float vec_dot_iq4_nl(const void* w, const void* act, int64_t n) { return one_row<iq4_nl_dots<1>>(w, act, n); }
+float vec_dot_iq4_nl_repack(const void* w, const void* act, int64_t n) {
+  return one_row<iq4_nl_repack_dots<1>>(w, act, n);
+}
+// IQ4_NL in llamafile's order (scalar.h).
+float vec_dot_iq4_nl_llamafile(const void* w, const void* act, int64_t n) {
+  return one_row<iq4_nl_llamafile_dots<1>>(w, act, n);
+}
 
 
 #define SLUICE_MULTI_ROW(type)                                                                      \
@@ -154,7 +215,9 @@ SLUICE_MULTI_ROW(q8_0)
 SLUICE_MULTI_ROW(q4_0)
 SLUICE_MULTI_ROW(q5_0)
 SLUICE_MULTI_ROW(mxfp4)
+SLUICE_MULTI_ROW(iq4_nl_llamafile)
 SLUICE_MULTI_ROW(iq4_nl)
+SLUICE_MULTI_ROW(iq4_nl_repack)
 #undef SLUICE_MULTI_ROW
 
 }  // namespace sluice::kernels::cpu::avx2

@@ -118,7 +118,7 @@ void mxfp4_dots(const void* w, const void* act, size_t act_stride, int64_t n, fl
 }
 
 template <int NT>
-void iq4_nl_dots(const void* w, const void* act, size_t act_stride, int64_t n, float* out) {
+void iq4_nl_llamafile_dots(const void* w, const void* act, size_t act_stride, int64_t n, float* out) {
   const auto* x = static_cast<const BlockIq4Nl*>(w);
   const __m128i table = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4NlValues));
   signed_block_dots<NT>(
@@ -164,7 +164,7 @@ SLUICE_LEGACY_AVX512(q4_1)
 SLUICE_LEGACY_AVX512(q5_0)
 SLUICE_LEGACY_AVX512(q5_1)
 SLUICE_LEGACY_AVX512(mxfp4)
-SLUICE_LEGACY_AVX512(iq4_nl)
+SLUICE_LEGACY_AVX512(iq4_nl_llamafile)
 #undef SLUICE_LEGACY_AVX512
 
 }  // namespace sluice::kernels::cpu::avx512
