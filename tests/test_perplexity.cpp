@@ -170,7 +170,7 @@ TEST_CASE("sluice perplexity gives llama-perplexity's number on the reference mo
     const double ours = final_ppl(run.out), theirs = r.at("ppl").get<double>();
     const double rel = std::fabs(ours - theirs) / theirs;
     MESSAGE(model << ": sluice " << ours << ", llama-perplexity " << theirs << ", relative " << rel);
-    CHECK(rel <= 1e-4);
+    CHECK(rel <= 1e-6);  // issue #39's bound; measured 0 to 4.3e-14
   }
 }
 
