@@ -114,6 +114,21 @@ struct Iq4Xs {
   }
 };
 
+// Super-block i's exact integer products with NT activation rows, in 8 int32 lanes per row:
+// what both orders below sum, each in its own way.
+template <class T, int NT>
+void block_sums(const typename T::Block& x, const BlockQ8_K* const* y, int64_t i, __m256i* sumi) {
+  for (int t = 0; t < NT; ++t) sumi[t] = _mm256_setzero_si256();
+  for (int g = 0; g < 8; ++g) {
+    const Group u = T::group(x, g);
+    for (int t = 0; t < NT; ++t) {
+      const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[t][i].qs + 32 * g));
+      const __m256i p = _mm256_maddubs_epi16(u.mag, _mm256_sign_epi8(a, u.sign));
+      sumi[t] = _mm256_add_epi32(sumi[t], _mm256_madd_epi16(p, u.scale));
+    }
+  }
+}
+
 template <class T, int NT>
 void grid_dots(const void* w, const void* act, size_t act_stride, int64_t n, float* out) {
   const auto* x = static_cast<const typename T::Block*>(w);
@@ -123,15 +138,7 @@ void grid_dots(const void* w, const void* act, size_t act_stride, int64_t n, flo
   for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
   for (int64_t i = 0; i < n / kQK_K; ++i) {
     __m256i sumi[NT];
-    for (int t = 0; t < NT; ++t) sumi[t] = _mm256_setzero_si256();
-    for (int g = 0; g < 8; ++g) {
-      const Group u = T::group(x[i], g);
-      for (int t = 0; t < NT; ++t) {
-        const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[t][i].qs + 32 * g));
-        const __m256i p = _mm256_maddubs_epi16(u.mag, _mm256_sign_epi8(a, u.sign));
-        sumi[t] = _mm256_add_epi32(sumi[t], _mm256_madd_epi16(p, u.scale));
-      }
-    }
+    block_sums<T, NT>(x[i], y, i, sumi);
     const float xd = half_to_f32(x[i].d);
     for (int t = 0; t < NT; ++t)
       acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(xd * y[t][i].d), _mm256_cvtepi32_ps(sumi[t]), acc[t]);
@@ -149,15 +156,7 @@ void grid_panel_dots(const void* w, const void* act, size_t act_stride, int64_t 
   float acc[NT] = {};
   for (int64_t i = 0; i < n / kQK_K; ++i) {
     __m256i sumi[NT];
-    for (int t = 0; t < NT; ++t) sumi[t] = _mm256_setzero_si256();
-    for (int g = 0; g < 8; ++g) {
-      const Group u = T::group(x[i], g);
-      for (int t = 0; t < NT; ++t) {
-        const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[t][i].qs + 32 * g));
-        const __m256i p = _mm256_maddubs_epi16(u.mag, _mm256_sign_epi8(a, u.sign));
-        sumi[t] = _mm256_add_epi32(sumi[t], _mm256_madd_epi16(p, u.scale));
-      }
-    }
+    block_sums<T, NT>(x[i], y, i, sumi);
     const float dfac = half_to_f32(x[i].d) * T::kFactor;
     for (int t = 0; t < NT; ++t) acc[t] = std::fma(float(hsum_i32(sumi[t])), dfac * y[t][i].d, acc[t]);
   }
