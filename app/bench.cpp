@@ -235,7 +235,9 @@ BenchResult run_bench(const BenchOptions& options) {
   EngineOptions eo = options.engine;
   const int64_t needed_ctx = options.n_prompt + options.n_gen;
   if (eo.session.n_ctx < needed_ctx) eo.session.n_ctx = needed_ctx;
-  Engine engine(eo);
+  // Held in an optional so that the peak below is read after the engine has returned its memory.
+  std::optional<Engine> engine_owner;
+  Engine& engine = engine_owner.emplace(eo);
   const ExpertGeometry geometry = engine.model().expert_geometry();
   const int64_t n_vocab = engine.n_vocab();
   r.budget_split = engine.describe_budget();
@@ -312,6 +314,9 @@ BenchResult run_bench(const BenchOptions& options) {
     r.temporal_reuse_chance = routing->temporal_reuse_chance();
   }
   if (GpuTier* gpu = engine.gpu()) gpu_figures(*gpu, phases.gpu_before, r);
+  // The run's high-water mark, read once the engine (cache arena, KV, scratch) is gone: the
+  // resident size now is far below it, so a reading of the current size would show here.
+  engine_owner.reset();
   r.peak_rss_bytes = peak_rss_bytes();
   r.page_cache_growth_bytes = static_cast<int64_t>(page_cache_bytes()) - static_cast<int64_t>(cached_before);
   return r;

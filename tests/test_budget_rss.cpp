@@ -74,3 +74,23 @@ TEST_CASE("sluice run keeps its measured peak RSS within --budget 128M plus 32 M
   CHECK(bounded.peak_bytes <= kBudgetTestBudget + kSlack);
   CHECK(bypassed.peak_bytes > kBudgetTestBudget + kSlack);  // the control: the bound can fail
 }
+
+TEST_CASE("sluice bench prints the run's high-water mark, read after the engine has returned its memory") {
+  if (sluice::test::kUnderSanitizer) {
+    MESSAGE("skipped: sanitizer shadow memory is not the model's");
+    return;
+  }
+  // bench reads its peak once the engine (the 128 MiB cache arena among it) is destroyed, so the
+  // process's size at that moment is far below the peak: a printout of the current size (VmRSS)
+  // instead of the high-water mark (VmHWM) sits that far under the test's own measurement.
+  const sluice::test::MeasuredRun run = sluice::test::run_sluice_measured(
+      "bench -m '" + sluice::test::budget_model().string() + "' --budget 128M -p 16 -n 9 -b 16 --probe-seconds 0.05 --json");
+  REQUIRE_MESSAGE(run.result.exit_code == 0, run.result.err);
+  std::smatch m;
+  REQUIRE_MESSAGE(std::regex_search(run.result.out, m, std::regex(R"("peak_rss_bytes"\s*:\s*(\d+))")), run.result.out);
+  const uint64_t printed = std::stoull(m[1].str());
+  MESSAGE("bench printed peak " << printed << " bytes, measured " << run.peak_bytes << " bytes");
+  CHECK(run.peak_bytes > kBudgetTestBudget / 2);  // the cache filled: the peak is mostly the budget
+  CHECK(printed <= run.peak_bytes + kPrintoutTolerance);
+  CHECK(printed + kPrintoutTolerance >= run.peak_bytes);
+}
