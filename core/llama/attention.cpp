@@ -161,14 +161,17 @@ void LlamaSession::attend(int64_t il, int64_t n, const float* q, int64_t q_strid
   const size_t rows = sz(attn_tile_tokens_ * kAttnHeadBlock);
   const size_t scores_bytes = align_up(sz(n_ctx) * 4);
   const size_t qact_bytes = align_up(ggml_row_bytes(qt, static_cast<uint64_t>(k_len)));
+  const size_t lanes_floats = align_up(sz(16 * v_len) * 4) / 4;  // tinyBLAS's 16 lanes of a value sum
   pool_.parallel_for(n_slots, 1, [&](int64_t s0, int64_t s1) {
     for (int64_t slot = s0; slot < s1; ++slot) {
       // Slot layout (Sizes::of): a score row per query row of a tile, the F16-rounded softmax, a
-      // quantized q row per query row, a value column.
+      // quantized q row per query row, a value column, then (F16 cache) 16 lanes of value sums
+      // per query row.
       std::byte* base = slots_.data() + sz(slot) * slot_bytes_;
       std::byte* p16 = base + rows * scores_bytes;
       std::byte* qact_base = p16 + align_up(sz(n_ctx) * 2);
       float* vcol = reinterpret_cast<float*>(qact_base + rows * qact_bytes);
+      float* lanes_base = reinterpret_cast<float*>(reinterpret_cast<std::byte*>(vcol) + scores_bytes);
       for (int64_t u = slot; u < n_units; u += n_slots) {
         const int64_t t0 = attn_tiles_[sz(u / head_blocks)], t1 = attn_tiles_[sz(u / head_blocks + 1)];
         const int64_t nt = t1 - t0, h0 = (u % head_blocks) * block;
@@ -186,9 +189,13 @@ void LlamaSession::attend(int64_t il, int64_t n, const float* q, int64_t q_strid
           return mla ? kv.k(il, j) : kv.v(il, j) + sz(kvh * v_len) * es;
         };
         auto score_row = [&](int64_t r) { return reinterpret_cast<float*>(base + sz(r) * scores_bytes); };
+        // ggml's mul_mat sees this sequence's tokens as >= 2 activation rows: llamafile's tinyBLAS
+        // takes kq x V (F32 cache), and for an F16 cache both K q and V^T kq once the activation is
+        // rounded to F16, where the summed length is a multiple of 16 (tinyblas_kq / tinyblas_kqv).
+        const bool batched = seq_count_[s] >= 2;
         if (f32) {
           const int64_t t = t0;  // F32 tiles hold one token
-          const bool tiny_blas = seq_count_[s] >= 2 && n_kv % 16 == 0;  // llamafile takes batched kq x V
+          const bool tiny_blas = batched && n_kv % 16 == 0;
           for (int64_t h = h0; h < h0 + block; ++h) {
             float* scores = score_row(h - h0);
             const float* qv = q + t * q_stride + h * q_head_stride;
@@ -208,6 +215,9 @@ void LlamaSession::attend(int64_t il, int64_t n, const float* q, int64_t q_strid
           continue;
         }
         // F16 cache: query row r = i * block + b is head h0 + b of token t0 + i.
+        const bool tinyblas_kq = batched && k_len % 16 == 0;
+        const bool tinyblas_kqv = batched && n_kv % 16 == 0;
+        auto lanes = [&](int64_t r) { return lanes_base + sz(r) * lanes_floats; };
         const uint16_t* q16[kAttnMaxTileTokens * kAttnHeadBlock];
         float* outs[kAttnMaxTileTokens * kAttnHeadBlock];
         for (int64_t i = 0; i < nt; ++i) {
@@ -229,8 +239,12 @@ void LlamaSession::attend(int64_t il, int64_t n, const float* q, int64_t q_strid
             if (j1 <= j0) continue;
             float* tile_scores[kAttnHeadBlock];
             for (int64_t b = 0; b < block; ++b) tile_scores[b] = score_row(i * block + b) + j0;
-            kernels::dot_f16_rows(kv.k(il, j0) + k_off, kv.k_row_bytes(), j1 - j0, k_len, {q16 + i * block, sz(block)},
-                                  {tile_scores, sz(block)});
+            if (tinyblas_kq)
+              kernels::dot_f16_rows_tinyblas(kv.k(il, j0) + k_off, kv.k_row_bytes(), j1 - j0, k_len,
+                                             {q16 + i * block, sz(block)}, {tile_scores, sz(block)});
+            else
+              kernels::dot_f16_rows(kv.k(il, j0) + k_off, kv.k_row_bytes(), j1 - j0, k_len, {q16 + i * block, sz(block)},
+                                    {tile_scores, sz(block)});
           }
         }
         // The softmax sees each query row's whole score row; ggml rounds kq to F16 for an F16 V.
@@ -240,7 +254,10 @@ void LlamaSession::attend(int64_t il, int64_t n, const float* q, int64_t q_strid
           kernels::softmax({scores, sz(n_kv)}, kq_scale);
           kernels::quantize_row(GgmlType::F16, scores, p16, n_vis(r / block));
           kernels::dequantize_row(GgmlType::F16, p16, scores, n_vis(r / block));
-          std::fill(outs[r], outs[r] + v_len, 0.0f);
+          if (tinyblas_kqv)
+            std::fill(lanes(r), lanes(r) + 16 * v_len, 0.0f);
+          else
+            std::fill(outs[r], outs[r] + v_len, 0.0f);
         }
         // Values: each tile of value rows is added to every query row that sees it, cell by cell
         // in order as one pass would (the outputs wait in memory between tiles: exact). Query rows
@@ -252,7 +269,10 @@ void LlamaSession::attend(int64_t il, int64_t n, const float* q, int64_t q_strid
           size_t n_group = 0;
           int64_t group_end = j0;
           auto flush = [&] {
-            if (n_group > 0)
+            if (n_group > 0 && tinyblas_kqv)
+              kernels::fma_f16_rows_into_lanes(v_row(j0), v_stride, j0, group_end - j0, v_len, {group_w, n_group},
+                                               {group_o, n_group});
+            else if (n_group > 0)
               kernels::add_scaled_f16_rows(v_row(j0), v_stride, group_end - j0, v_len, {group_w, n_group},
                                            {group_o, n_group});
             n_group = 0;
@@ -264,11 +284,13 @@ void LlamaSession::attend(int64_t il, int64_t n, const float* q, int64_t q_strid
             group_end = j1;
             for (int64_t b = 0; b < block; ++b) {
               group_w[n_group] = score_row(i * block + b) + j0;
-              group_o[n_group++] = outs[i * block + b];
+              group_o[n_group++] = tinyblas_kqv ? lanes(i * block + b) : outs[i * block + b];
             }
           }
           flush();
         }
+        if (tinyblas_kqv)
+          for (int64_t r = 0; r < nt * block; ++r) kernels::reduce_tinyblas_lanes(lanes(r), v_len, outs[r]);
       }
     }
   });

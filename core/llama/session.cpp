@@ -64,7 +64,7 @@ struct LlamaSession::Sizes {
     z.pos = sz(B);
     z.seqs = sz(o.n_seq);
     z.x = z.cur = z.attn_out = z.ffn_out = sz(B * E);
-    int64_t k_len = 0;  // the attention slot's quantized q row
+    int64_t k_len = 0, v_len = 0;  // the attention slot's quantized q row and value sums
     if (c.is_mla()) {
       const int64_t N = c.qk_nope, R = c.qk_rope, L = c.kv_lora_rank, V = c.v_head_dim, H = c.n_head;
       z.qa = sz(B * c.q_lora_rank);
@@ -76,12 +76,14 @@ struct LlamaSession::Sizes {
       z.head_in = sz(B * std::max(N, L));
       z.head_res = sz(B * std::max(L, V));
       k_len = R + L;
+      v_len = L;
     } else {
       z.q = sz(B * c.n_head * c.head_dim_k);
       z.k = sz(B * c.n_head_kv * c.head_dim_k);
       z.v = sz(B * c.n_head_kv * c.head_dim_v);
       z.heads_out = sz(B * c.n_head * c.head_dim_v);
       k_len = c.head_dim_k;
+      v_len = c.head_dim_v;
     }
     z.rope_cache = sz(c.rope.n_dims);
     int64_t ff = 0;
@@ -139,6 +141,8 @@ struct LlamaSession::Sizes {
     const size_t rows = sz(z.attn_tile_tokens * kAttnHeadBlock);
     z.slot_bytes = rows * align_up(sz(n_ctx) * 4) + align_up(sz(n_ctx) * 2) +
                    rows * align_up(ggml_row_bytes(qt, static_cast<uint64_t>(k_len))) + align_up(sz(n_ctx) * 4);
+    // An F16 cache's batched value sums in tinyBLAS's order: 16 lanes of a value row per query row.
+    if (o.kv_type != GgmlType::F32) z.slot_bytes += rows * align_up(sz(16 * v_len) * 4);
     z.slots = z.slot_bytes * sz(z.n_slots);
     return z;
   }

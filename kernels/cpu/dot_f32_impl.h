@@ -90,3 +90,58 @@ void matmul_f16_ggml(const WeightMatrix& w, std::span<const float> x, int64_t n_
   });
 }
 
+
+// tinyBLAS's F16 x F16 dots (dot_f32.h): each row widened once (exact) for all of q, q widened
+// once per call, then dot_f32_tinyblas's order. Values go in chunks of kF16Chunk, the 16 lane
+// accumulators carried across chunks, so a row of any length takes the same order.
+constexpr int64_t kF16Chunk = 1024;
+constexpr int kF16MaxQ = 8;
+
+void dot_f16_rows_tinyblas(const std::byte* rows, size_t row_stride, int64_t n_rows, int64_t n,
+                           std::span<const uint16_t* const> q, std::span<float* const> out) {
+  for (size_t q0 = 0; q0 < q.size(); q0 += kF16MaxQ) {
+    const size_t nq = std::min<size_t>(kF16MaxQ, q.size() - q0);
+    for (int64_t j = 0; j < n_rows; ++j) {
+      const std::byte* row = rows + static_cast<size_t>(j) * row_stride;
+      float acc[kF16MaxQ][16] = {};
+      for (int64_t c0 = 0; c0 < n; c0 += kF16Chunk) {
+        const int64_t m = std::min(kF16Chunk, n - c0);
+        alignas(64) float x[kF16Chunk];
+        alignas(64) float y[kF16Chunk];
+        dequantize_row(GgmlType::F16, row + 2 * static_cast<size_t>(c0), x, m);
+        for (size_t h = 0; h < nq; ++h) {
+          dequantize_row(GgmlType::F16, reinterpret_cast<const std::byte*>(q[q0 + h] + c0), y, m);
+          for (int64_t l = 0; l < m; l += 16)
+            for (int r = 0; r < 16; ++r) acc[h][r] = std::fma(x[l + r], y[l + r], acc[h][r]);
+        }
+      }
+      for (size_t h = 0; h < nq; ++h) out[q0 + h][j] = ::sluice::kernels::detail::reduce_add_16(acc[h]);
+    }
+  }
+}
+
+void fma_f16_rows_into_lanes(const std::byte* rows, size_t row_stride, int64_t first_cell, int64_t n_rows, int64_t n,
+                             std::span<const float* const> weights, std::span<float* const> lanes) {
+  for (int64_t j = 0; j < n_rows; ++j) {
+    const std::byte* row = rows + static_cast<size_t>(j) * row_stride;
+    const size_t lane = static_cast<size_t>((first_cell + j) % 16) * static_cast<size_t>(n);
+    for (int64_t c0 = 0; c0 < n; c0 += kF16Chunk) {
+      const int64_t m = std::min(kF16Chunk, n - c0);
+      alignas(64) float v[kF16Chunk];
+      dequantize_row(GgmlType::F16, row + 2 * static_cast<size_t>(c0), v, m);
+      for (size_t g = 0; g < weights.size(); ++g) {
+        const float w = weights[g][j];
+        float* acc = lanes[g] + lane + c0;
+        for (int64_t i = 0; i < m; ++i) acc[i] = std::fma(v[i], w, acc[i]);
+      }
+    }
+  }
+}
+
+void reduce_tinyblas_lanes(const float* lanes, int64_t n, float* out) {
+  for (int64_t i = 0; i < n; ++i) {
+    float a[16];
+    for (int r = 0; r < 16; ++r) a[r] = lanes[static_cast<size_t>(r * n + i)];
+    out[i] = ::sluice::kernels::detail::reduce_add_16(a);
+  }
+}
