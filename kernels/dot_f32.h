@@ -13,7 +13,6 @@
 // of a Q8_0/Q8_K rounding step moves logits by whole hundredths.
 #pragma once
 
-#include <cstddef>
 #include <cstdint>
 #include <span>
 
@@ -33,22 +32,6 @@ float dot_f32_tinyblas(const float* x, const float* y, int64_t n);  // n % 16 ==
 // exact products are summed in the same two orders. `x_scratch` holds n_tokens * n_cols floats.
 void matmul_f16_ggml(const WeightMatrix& w, std::span<const float> x, int64_t n_tokens, std::span<float> y,
                      bool contiguous, bool batch_keeps_f32, std::span<float> x_scratch, ThreadPool& pool);
-
-// Attention's batched products on an F16 KV cache in tinyBLAS's order: ggml rounds the F32
-// activation (q, or the softmaxed kq) to F16 and llamafile's tinyBLAS<16> F16 x F16 kernel takes
-// a batch of >= 2 rows when the summed length is a multiple of 16. Widening F16 is exact, so its
-// sums are dot_f32_tinyblas's over the widened values.
-//   out[h][j] = that dot of key row j (n F16 values at rows + j * row_stride) and q[h] (n F16).
-void dot_f16_rows_tinyblas(const std::byte* rows, size_t row_stride, int64_t n_rows, int64_t n,
-                           std::span<const uint16_t* const> q, std::span<float* const> out);
-// V^T kq over cells in the same order, a tile of cells at a time: cell c's accumulator lane is
-// c % 16, so for each cell c = first_cell + j of the tile (j ascending) and every output g,
-// lanes[g][(c % 16) * n + i] = fma(v_c[i], weights[g][j], lanes[g][(c % 16) * n + i]), v_c the
-// F16 value row at rows + j * row_stride. Each lanes[g] holds 16 * n floats, zeroed before the
-// first tile; reduce_tinyblas_lanes then sums each output's 16 lanes as _mm512_reduce_add_ps.
-void fma_f16_rows_into_lanes(const std::byte* rows, size_t row_stride, int64_t first_cell, int64_t n_rows, int64_t n,
-                             std::span<const float* const> weights, std::span<float* const> lanes);
-void reduce_tinyblas_lanes(const float* lanes, int64_t n, float* out);
 
 void matmul_f32_ggml(const WeightMatrix& w, std::span<const float> x, int64_t n_tokens, std::span<float> y,
                      bool contiguous, ThreadPool& pool);

@@ -27,4 +27,20 @@ void add_scaled_f16_rows(const std::byte* rows, size_t row_stride, int64_t n_row
 void dot_f16_rows(const std::byte* rows, size_t row_stride, int64_t n_rows, int64_t n,
                   std::span<const uint16_t* const> q, std::span<float* const> out);
 
+// Attention's batched products on an F16 KV cache in llamafile's tinyBLAS order, which ggml takes
+// for >= 2 tokens once the activation (q, or the softmaxed kq) is rounded to F16, where the summed
+// length is a multiple of 16. Widening F16 is exact, so each sum is one 16-lane FMA accumulator
+// over 16-value steps, then the lanes added as _mm512_reduce_add_ps adds them.
+//   dot_f16_rows_tinyblas: out[h][j] = that dot of key row j and q[h] (n % 16 == 0).
+void dot_f16_rows_tinyblas(const std::byte* rows, size_t row_stride, int64_t n_rows, int64_t n,
+                           std::span<const uint16_t* const> q, std::span<float* const> out);
+//   fma_f16_rows_into_lanes: V^T kq over cells, a tile of cells at a time. Cell c's accumulator
+//   lane is c % 16: for each cell c = first_cell + j (j ascending) and every output g,
+//   lanes[g][(c % 16) * n + i] = fma(v_c[i], weights[g][j], lanes[g][(c % 16) * n + i]). Each
+//   lanes[g] holds 16 * n floats, zeroed before the first tile; reduce_tinyblas_lanes then gives
+//   out[i], the 16 lanes of channel i summed.
+void fma_f16_rows_into_lanes(const std::byte* rows, size_t row_stride, int64_t first_cell, int64_t n_rows, int64_t n,
+                             std::span<const float* const> weights, std::span<float* const> lanes);
+void reduce_tinyblas_lanes(const float* lanes, int64_t n, float* out);
+
 }  // namespace sluice::kernels

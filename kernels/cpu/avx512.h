@@ -14,6 +14,11 @@ void add_scaled_f16(const std::byte* rows, size_t row_stride, int64_t n_rows, in
                     const float* const* weight, float* const* out, int n_out);
 void dot_f16_rows(const std::byte* rows, size_t row_stride, int64_t n_rows, int64_t n, const uint16_t* const* q,
                   int n_q, float* const* out);
+// tinyBLAS-order attention products on an F16 KV cache (see dispatch.h).
+void dot_f16_rows_tinyblas(const std::byte* rows, size_t row_stride, int64_t n_rows, int64_t n, const uint16_t* const* q,
+                           int n_q, float* const* out);
+void fma_f16_lanes(const std::byte* rows, size_t row_stride, int64_t first_cell, int64_t n_rows, int64_t n,
+                   const float* const* weight, float* const* lanes, int n_out);
 void silu_blocks(const float* x, float* y, size_t n);
 void swiglu_blocks(const float* gate, const float* up, float* y, size_t n);
 

@@ -72,6 +72,8 @@ KernelTable make_scalar_table() {
   t.vec_dot_repack_gemm[size_t(GgmlType::Q2_K)] = vec_dot_q2_k_repack_gemm;
   t.add_scaled_f16 = add_scaled_f16;
   t.dot_f16_rows = dot_f16_rows;
+  t.dot_f16_rows_tinyblas = dot_f16_rows_tinyblas;
+  t.fma_f16_lanes = fma_f16_lanes;
   t.silu_blocks = silu_blocks;
   t.swiglu_blocks = swiglu_blocks;
   return t;

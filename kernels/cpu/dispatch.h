@@ -38,6 +38,15 @@ using AddScaledF16Fn = void (*)(const std::byte* rows, size_t row_stride, int64_
 // scores: the heads that share a KV head widen each cached key row once between them.
 using DotF16RowsFn = void (*)(const std::byte* rows, size_t row_stride, int64_t n_rows, int64_t n,
                               const uint16_t* const* q, int n_q, float* const* out);
+// Attention's batched products on an F16 KV cache in llamafile's tinyBLAS<16> order (ggml takes it
+// for >= 2 tokens once q, or the softmaxed kq, is rounded to F16), every level bit for bit:
+// dot_f16_rows_tinyblas (a DotF16RowsFn, n % 16 == 0): out[h][j] = one 16-lane FMA accumulator
+// over the widened row j and q[h] in 16-value steps, then _mm512_reduce_add_ps's order.
+// FmaF16LanesFn: V^T kq in the same order a tile of cells at a time; cell c = first_cell + j adds
+// into lane c % 16: lanes[g][(c % 16) * n + i] = fma(v_j[i], weight[g][j], that lane), rows j in
+// order. Each lanes[g] holds 16 * n floats; kernels::reduce_tinyblas_lanes sums them at the end.
+using FmaF16LanesFn = void (*)(const std::byte* rows, size_t row_stride, int64_t first_cell, int64_t n_rows, int64_t n,
+                               const float* const* weight, float* const* lanes, int n_out);
 // ggml's vectorized silu over n values, n a multiple of 16 (the lanes ggml_v_expf takes):
 // y[i] = x[i] / (1 + ggml_v_expf(-x[i])); swiglu's y[i] = silu(gate[i]) * up[i]. y may alias an
 // input. Every level gives cpu/expf_ggml.h's scalar emulation bit for bit.
@@ -99,6 +108,8 @@ struct KernelTable {
   TileGemm repack_tile[kTypeSlots] = {};
   AddScaledF16Fn add_scaled_f16 = nullptr;
   DotF16RowsFn dot_f16_rows = nullptr;
+  DotF16RowsFn dot_f16_rows_tinyblas = nullptr;
+  FmaF16LanesFn fma_f16_lanes = nullptr;
   SiluBlocksFn silu_blocks = nullptr;
   SwigluBlocksFn swiglu_blocks = nullptr;
 };

@@ -13,6 +13,8 @@ void add_avx2_kernels(KernelTable& t) {
   t.dequantize[size_t(GgmlType::F16)] = avx2::dequantize_f16;
   t.add_scaled_f16 = avx2::add_scaled_f16;
   t.dot_f16_rows = avx2::dot_f16_rows;
+  t.dot_f16_rows_tinyblas = avx2::dot_f16_rows_tinyblas;
+  t.fma_f16_lanes = avx2::fma_f16_lanes;
   t.silu_blocks = avx2::silu_blocks;  // the scalar emulation with fma instructions
   t.swiglu_blocks = avx2::swiglu_blocks;
   quantize(GgmlType::Q8_0, avx2::quantize_q8_0);

@@ -17,6 +17,10 @@ void add_avx512_kernels(KernelTable& t) {
   t.add_scaled_f16 = avx512::add_scaled_f16;
   // Attention scores: four heads share each widened key row (AVX2 does two).
   t.dot_f16_rows = avx512::dot_f16_rows;
+  // A prompt's F16 attention in tinyBLAS's order: register-tiled (4 query x 4 key rows; values
+  // with 8 lanes x 3 outputs), where the avx2 level's bodies are the plain loops.
+  t.dot_f16_rows_tinyblas = avx512::dot_f16_rows_tinyblas;
+  t.fma_f16_lanes = avx512::fma_f16_lanes;
   // silu/swiglu: ggml_v_expf itself, 16 lanes at a time.
   t.silu_blocks = avx512::silu_blocks;
   t.swiglu_blocks = avx512::swiglu_blocks;

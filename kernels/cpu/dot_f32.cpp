@@ -20,11 +20,6 @@ void matmul_f32_ggml(const WeightMatrix& w, std::span<const float> x, int64_t n_
                      bool contiguous, ThreadPool& pool);
 void matmul_f16_ggml(const WeightMatrix& w, std::span<const float> x, int64_t n_tokens, std::span<float> y,
                      bool contiguous, bool batch_keeps_f32, std::span<float> x_scratch, ThreadPool& pool);
-void dot_f16_rows_tinyblas(const std::byte* rows, size_t row_stride, int64_t n_rows, int64_t n,
-                           std::span<const uint16_t* const> q, std::span<float* const> out);
-void fma_f16_rows_into_lanes(const std::byte* rows, size_t row_stride, int64_t first_cell, int64_t n_rows, int64_t n,
-                             std::span<const float* const> weights, std::span<float* const> lanes);
-void reduce_tinyblas_lanes(const float* lanes, int64_t n, float* out);
 }  // namespace fma_impl
 
 float dot_f32_ggml_vec(const float* x, const float* y, int64_t n) {
@@ -45,29 +40,6 @@ void matmul_f16_ggml(const WeightMatrix& w, std::span<const float> x, int64_t n_
                      bool contiguous, bool batch_keeps_f32, std::span<float> x_scratch, ThreadPool& pool) {
   if (cpu::have_avx2_fma()) fma_impl::matmul_f16_ggml(w, x, n_tokens, y, contiguous, batch_keeps_f32, x_scratch, pool);
   else plain_impl::matmul_f16_ggml(w, x, n_tokens, y, contiguous, batch_keeps_f32, x_scratch, pool);
-}
-
-void dot_f16_rows_tinyblas(const std::byte* rows, size_t row_stride, int64_t n_rows, int64_t n,
-                           std::span<const uint16_t* const> q, std::span<float* const> out) {
-  if (cpu::have_avx2_fma())
-    fma_impl::dot_f16_rows_tinyblas(rows, row_stride, n_rows, n, q, out);
-  else
-    plain_impl::dot_f16_rows_tinyblas(rows, row_stride, n_rows, n, q, out);
-}
-
-void fma_f16_rows_into_lanes(const std::byte* rows, size_t row_stride, int64_t first_cell, int64_t n_rows, int64_t n,
-                             std::span<const float* const> weights, std::span<float* const> lanes) {
-  if (cpu::have_avx2_fma())
-    fma_impl::fma_f16_rows_into_lanes(rows, row_stride, first_cell, n_rows, n, weights, lanes);
-  else
-    plain_impl::fma_f16_rows_into_lanes(rows, row_stride, first_cell, n_rows, n, weights, lanes);
-}
-
-void reduce_tinyblas_lanes(const float* lanes, int64_t n, float* out) {
-  if (cpu::have_avx2_fma())
-    fma_impl::reduce_tinyblas_lanes(lanes, n, out);
-  else
-    plain_impl::reduce_tinyblas_lanes(lanes, n, out);
 }
 
 }  // namespace sluice::kernels

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "kernels/cpu/dispatch.h"
+#include "kernels/cpu/expf_ggml.h"
 
 namespace sluice::kernels {
 
@@ -34,6 +35,26 @@ void add_scaled_f16_rows(const std::byte* rows, size_t row_stride, int64_t n_row
 void dot_f16_rows(const std::byte* rows, size_t row_stride, int64_t n_rows, int64_t n,
                   std::span<const uint16_t* const> q, std::span<float* const> out) {
   cpu::best_kernels().dot_f16_rows(rows, row_stride, n_rows, n, q.data(), int(std::min(q.size(), out.size())), out.data());
+}
+
+void dot_f16_rows_tinyblas(const std::byte* rows, size_t row_stride, int64_t n_rows, int64_t n,
+                           std::span<const uint16_t* const> q, std::span<float* const> out) {
+  cpu::best_kernels().dot_f16_rows_tinyblas(rows, row_stride, n_rows, n, q.data(), int(std::min(q.size(), out.size())),
+                                            out.data());
+}
+
+void fma_f16_rows_into_lanes(const std::byte* rows, size_t row_stride, int64_t first_cell, int64_t n_rows, int64_t n,
+                             std::span<const float* const> weights, std::span<float* const> lanes) {
+  cpu::best_kernels().fma_f16_lanes(rows, row_stride, first_cell, n_rows, n, weights.data(), lanes.data(),
+                                    int(std::min(weights.size(), lanes.size())));
+}
+
+void reduce_tinyblas_lanes(const float* lanes, int64_t n, float* out) {
+  for (int64_t i = 0; i < n; ++i) {
+    float a[16];
+    for (int r = 0; r < 16; ++r) a[r] = lanes[static_cast<size_t>(r * n + i)];
+    out[i] = detail::reduce_add_16(a);
+  }
 }
 
 }  // namespace sluice::kernels

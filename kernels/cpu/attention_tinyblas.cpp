@@ -1,0 +1,21 @@
+// The scalar level's tinyBLAS-order attention products (attention_tinyblas_impl.h), plain build.
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/cpu/blocks.h"
+#include "kernels/cpu/expf_ggml.h"
+#include "kernels/cpu/scalar.h"
+
+namespace sluice::kernels::cpu {
+
+namespace {
+void widen_f16(const uint16_t* src, float* dst, int64_t m) {
+  for (int64_t i = 0; i < m; ++i) dst[i] = fp16_to_f32(src[i]);
+}
+}  // namespace
+
+#include "kernels/cpu/attention_tinyblas_impl.h"
+
+}  // namespace sluice::kernels::cpu
