@@ -36,11 +36,15 @@ void dot_f16_rows_tinyblas(const std::byte* rows, size_t row_stride, int64_t n_r
                            std::span<const uint16_t* const> q, std::span<float* const> out);
 //   fma_f16_rows_into_lanes: V^T kq over cells, a tile of cells at a time. Cell c's accumulator
 //   lane is c % 16: for each cell c = first_cell + j (j ascending) and every output g,
-//   lanes[g][(c % 16) * n + i] = fma(v_c[i], weights[g][j], lanes[g][(c % 16) * n + i]). Each
-//   lanes[g] holds 16 * n floats, zeroed before the first tile; reduce_tinyblas_lanes then gives
-//   out[i], the 16 lanes of channel i summed.
+//   lanes[g][i * 16 + c % 16] = fma(v_c[i], weights[g][j], that lane). Each lanes[g] holds 16 * n
+//   floats, zeroed before the first tile; reduce_tinyblas_lanes then gives out[i], the 16 lanes
+//   of channel i summed. `scratch` holds fma_f16_rows_scratch_floats(n, weights.size()) floats.
 void fma_f16_rows_into_lanes(const std::byte* rows, size_t row_stride, int64_t first_cell, int64_t n_rows, int64_t n,
-                             std::span<const float* const> weights, std::span<float* const> lanes);
+                             std::span<const float* const> weights, std::span<float* const> lanes, float* scratch);
+size_t fma_f16_rows_scratch_floats(int64_t n, int64_t n_out);
+// Cells the SIMD kernels transpose and sum per group: a call over at least this many cells sends
+// each accumulator through memory once per group.
+int64_t fma_f16_rows_group_cells();
 void reduce_tinyblas_lanes(const float* lanes, int64_t n, float* out);
 
 }  // namespace sluice::kernels

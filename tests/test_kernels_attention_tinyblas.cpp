@@ -70,8 +70,9 @@ TEST_CASE("dot_f16_rows_tinyblas gives dot_f32_tinyblas's bits over the widened 
 TEST_CASE("fma_f16_lanes over tiles of cells, then reduce_tinyblas_lanes, gives dot_f32_tinyblas's bits per channel") {
   // V^T kq as ggml's tinyBLAS sums it: channel i's output is dot_f32_tinyblas over every cell of
   // (v_c[i], weight c), the cells padded with zero weights to a multiple of 16. Cells go through in
-  // tiles whose edges fall inside 16-cell chunks, so a lane must follow the absolute cell.
-  constexpr int64_t n_cells = 203;
+  // tiles whose edges fall inside 16-cell chunks, so a lane must follow the absolute cell, and one
+  // tile longer than the SIMD kernels' transposed group of cells.
+  constexpr int64_t n_cells = 403;  // the last tile longer than the SIMD kernels' transposed group
   const std::vector<int64_t> edges = {0, 64, 100, 101, 160, n_cells};
   const int64_t padded = (n_cells + 15) / 16 * 16;
   for (const int64_t n : {int64_t(16), int64_t(40), int64_t(128), int64_t(512), int64_t(1040)}) {
@@ -89,11 +90,13 @@ TEST_CASE("fma_f16_lanes over tiles of cells, then reduce_tinyblas_lanes, gives 
         std::vector<std::vector<float>> lanes(size_t(n_out), std::vector<float>(size_t(16 * n), 0.0f));
         std::vector<float*> lane_ptrs;
         for (auto& l : lanes) lane_ptrs.push_back(l.data());
+        std::vector<float> scratch(sluice::kernels::fma_f16_rows_scratch_floats(n, n_out));
         for (size_t e = 0; e + 1 < edges.size(); ++e) {
           const int64_t c0 = edges[e], c1 = edges[e + 1];
           std::vector<const float*> w_ptrs;
           for (const auto& w : weight) w_ptrs.push_back(w.data() + c0);
-          t->fma_f16_lanes(rows.data() + size_t(c0) * stride, stride, c0, c1 - c0, n, w_ptrs.data(), lane_ptrs.data(), n_out);
+          t->fma_f16_lanes(rows.data() + size_t(c0) * stride, stride, c0, c1 - c0, n, w_ptrs.data(), lane_ptrs.data(), n_out,
+                           scratch.data());
         }
         int differ = 0;
         std::vector<float> column(static_cast<size_t>(padded), 0.0f), out(static_cast<size_t>(n));

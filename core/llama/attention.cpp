@@ -166,12 +166,13 @@ void LlamaSession::attend(int64_t il, int64_t n, const float* q, int64_t q_strid
     for (int64_t slot = s0; slot < s1; ++slot) {
       // Slot layout (Sizes::of): a score row per query row of a tile, the F16-rounded softmax, a
       // quantized q row per query row, a value column, then (F16 cache) 16 lanes of value sums
-      // per query row.
-      std::byte* base = slots_.data() + sz(slot) * slot_bytes_;
+      // per query row and the value kernel's transposed tile.
+      std::byte* base = slots_base() + sz(slot) * slot_bytes_;
       std::byte* p16 = base + rows * scores_bytes;
       std::byte* qact_base = p16 + align_up(sz(n_ctx) * 2);
       float* vcol = reinterpret_cast<float*>(qact_base + rows * qact_bytes);
       float* lanes_base = reinterpret_cast<float*>(reinterpret_cast<std::byte*>(vcol) + scores_bytes);
+      float* lanes_scratch = lanes_base + rows * lanes_floats;
       for (int64_t u = slot; u < n_units; u += n_slots) {
         const int64_t t0 = attn_tiles_[sz(u / head_blocks)], t1 = attn_tiles_[sz(u / head_blocks + 1)];
         const int64_t nt = t1 - t0, h0 = (u % head_blocks) * block;
@@ -263,16 +264,34 @@ void LlamaSession::attend(int64_t il, int64_t n, const float* q, int64_t q_strid
         // in order as one pass would (the outputs wait in memory between tiles: exact). Query rows
         // whose tile ends at the same cell share one call, so each row is widened once for them.
         const size_t v_stride = mla ? kv.k_row_bytes() : kv.v_row_bytes();
+        if (tinyblas_kqv) {
+          // tinyBLAS sums every cell up to n_kv, those a query row does not see with weight +0
+          // (its softmax gave exactly 0 there): fma(v, +0, acc) leaves acc as it is. So every query
+          // row of the tile takes one call per pass, and the pass can be the kernel's whole group of
+          // cells, so that the 16-lane accumulators go through memory once per group.
+          const float* all_w[kAttnMaxTileTokens * kAttnHeadBlock];
+          float* all_lanes[kAttnMaxTileTokens * kAttnHeadBlock];
+          const int64_t n_rows_tile = nt * block;
+          const int64_t vpass = nt == 1 ? max_vis : std::max(pass, kernels::fma_f16_rows_group_cells());
+          for (int64_t j0 = 0; j0 < max_vis; j0 += vpass) {
+            const int64_t j1 = std::min(j0 + vpass, max_vis);
+            for (int64_t r = 0; r < n_rows_tile; ++r) {
+              all_w[r] = score_row(r) + j0;
+              all_lanes[r] = lanes(r);
+            }
+            kernels::fma_f16_rows_into_lanes(v_row(j0), v_stride, j0, j1 - j0, v_len, {all_w, sz(n_rows_tile)},
+                                             {all_lanes, sz(n_rows_tile)}, lanes_scratch);
+          }
+          for (int64_t r = 0; r < n_rows_tile; ++r) kernels::reduce_tinyblas_lanes(lanes(r), v_len, outs[r]);
+          continue;
+        }
         for (int64_t j0 = 0; j0 < max_vis; j0 += pass) {
           const float* group_w[kAttnMaxTileTokens * kAttnHeadBlock];
           float* group_o[kAttnMaxTileTokens * kAttnHeadBlock];
           size_t n_group = 0;
           int64_t group_end = j0;
           auto flush = [&] {
-            if (n_group > 0 && tinyblas_kqv)
-              kernels::fma_f16_rows_into_lanes(v_row(j0), v_stride, j0, group_end - j0, v_len, {group_w, n_group},
-                                               {group_o, n_group});
-            else if (n_group > 0)
+            if (n_group > 0)
               kernels::add_scaled_f16_rows(v_row(j0), v_stride, group_end - j0, v_len, {group_w, n_group},
                                            {group_o, n_group});
             n_group = 0;
@@ -284,13 +303,11 @@ void LlamaSession::attend(int64_t il, int64_t n, const float* q, int64_t q_strid
             group_end = j1;
             for (int64_t b = 0; b < block; ++b) {
               group_w[n_group] = score_row(i * block + b) + j0;
-              group_o[n_group++] = tinyblas_kqv ? lanes(i * block + b) : outs[i * block + b];
+              group_o[n_group++] = outs[i * block + b];
             }
           }
           flush();
         }
-        if (tinyblas_kqv)
-          for (int64_t r = 0; r < nt * block; ++r) kernels::reduce_tinyblas_lanes(lanes(r), v_len, outs[r]);
       }
     }
   });

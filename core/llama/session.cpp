@@ -142,8 +142,11 @@ struct LlamaSession::Sizes {
     z.slot_bytes = rows * align_up(sz(n_ctx) * 4) + align_up(sz(n_ctx) * 2) +
                    rows * align_up(ggml_row_bytes(qt, static_cast<uint64_t>(k_len))) + align_up(sz(n_ctx) * 4);
     // An F16 cache's batched value sums in tinyBLAS's order: 16 lanes of a value row per query row.
-    if (o.kv_type != GgmlType::F32) z.slot_bytes += rows * align_up(sz(16 * v_len) * 4);
-    z.slots = z.slot_bytes * sz(z.n_slots);
+    // (Only a batch of >= 2 tokens takes that order: a session of batch 1 never needs them.)
+    if (o.kv_type != GgmlType::F32 && B >= 2)
+      z.slot_bytes += rows * align_up(sz(16 * v_len) * 4) +
+                      align_up(kernels::fma_f16_rows_scratch_floats(v_len, static_cast<int64_t>(rows)) * 4);
+    z.slots = z.slot_bytes * sz(z.n_slots) + kSlotAlign;  // + the slack that aligns their start
     return z;
   }
 };

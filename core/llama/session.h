@@ -182,7 +182,12 @@ class LlamaSession final : public Session {
   static constexpr int64_t kAttnMaxTileTokens = 16;
   int64_t n_slots_ = 1;
   size_t slot_bytes_ = 0;
-  std::vector<std::byte> slots_;
+  std::vector<std::byte> slots_;  // the slots and kSlotAlign bytes of slack: they start at slots_base()
+  static constexpr size_t kSlotAlign = 64;  // the SIMD kernels' full-vector loads of scratch rows
+  std::byte* slots_base() {
+    const auto p = reinterpret_cast<uintptr_t>(slots_.data());
+    return slots_.data() + ((kSlotAlign - p % kSlotAlign) % kSlotAlign);
+  }
   int64_t attn_tile_tokens_ = 1;  // query tokens of one sequence per pass over the cells
   int64_t attn_tile_cells_ = 0;   // KV cells per pass (0: from the row size, attention.cpp)
   std::vector<int64_t> attn_tiles_;  // the current batch's tiles: first token of each, then n

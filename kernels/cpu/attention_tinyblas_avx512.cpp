@@ -3,9 +3,8 @@
 // lane and order; only which outputs share a load changed.
 //   scores: 4 query rows x 4 key rows of 16-lane accumulators (16 of the 32 registers), each key
 //           row widened once per 16-value step for the 4 query rows;
-//   values: lanes are cells mod 16, so with the channels in the vector a 16-channel block of one
-//           output needs 16 accumulators; half the lanes (8) for 3 outputs take 24 registers, and
-//           each widened value row serves the 3.
+//   values: a GEMM over the value rows transposed in registers, 4 channels x 4 outputs of 16-lane
+//           accumulators (see fma_f16_lanes below).
 #include "kernels/cpu/avx512_common.h"
 
 #include <algorithm>
@@ -15,6 +14,7 @@
 
 #include "kernels/cpu/avx2.h"
 #include "kernels/cpu/avx512.h"
+#include "kernels/cpu/dispatch.h"
 #include "kernels/cpu/expf_ggml.h"
 
 namespace sluice::kernels::cpu::avx512 {
@@ -58,31 +58,84 @@ void score_rows(const std::byte* rows, size_t row_stride, int64_t n_rows, int64_
   for (; j < n_rows; ++j) score_tile<NQ, 1>(rows, row_stride, j, n, qf, out);
 }
 
-constexpr int kValueOuts = 3, kHalfLanes = 8;
+// Values: V^T kq as a GEMM over a transposed tile. A group of up to kTbVtCells cells is widened
+// and transposed (16x16 blocks in registers) into vt[chunk][channel][16 cells]; then 4 channels x
+// 4 outputs of 16-lane accumulators (a channel's lane l holds the cells c % 16 == l, as tinyBLAS's)
+// take one FMA per (channel, output) per 16 cells. Cells outside [first_cell, end) are zeros with
+// zero weights: fma(0, 0, acc) leaves acc as it is (an accumulator that starts at +0 never holds -0).
+inline void transpose16(__m512 (&r)[16]) {
+  __m512 t[16], u[16];
+  for (int i = 0; i < 16; i += 2) {
+    t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+  }
+  for (int g = 0; g < 16; g += 4) {  // rows g..g+3: u[g + s] holds columns s, s+4, s+8, s+12
+    u[g + 0] = _mm512_shuffle_ps(t[g + 0], t[g + 2], 0x44);
+    u[g + 1] = _mm512_shuffle_ps(t[g + 0], t[g + 2], 0xEE);
+    u[g + 2] = _mm512_shuffle_ps(t[g + 1], t[g + 3], 0x44);
+    u[g + 3] = _mm512_shuffle_ps(t[g + 1], t[g + 3], 0xEE);
+  }
+  for (int s = 0; s < 4; ++s) {
+    const __m512 v0 = _mm512_shuffle_f32x4(u[0 + s], u[4 + s], 0x88);
+    const __m512 v1 = _mm512_shuffle_f32x4(u[0 + s], u[4 + s], 0xDD);
+    const __m512 v2 = _mm512_shuffle_f32x4(u[8 + s], u[12 + s], 0x88);
+    const __m512 v3 = _mm512_shuffle_f32x4(u[8 + s], u[12 + s], 0xDD);
+    r[s] = _mm512_shuffle_f32x4(v0, v2, 0x88);
+    r[s + 8] = _mm512_shuffle_f32x4(v0, v2, 0xDD);
+    r[s + 4] = _mm512_shuffle_f32x4(v1, v3, 0x88);
+    r[s + 12] = _mm512_shuffle_f32x4(v1, v3, 0xDD);
+  }
+}
 
-// One 16-channel block (mask: its channels) and one half of the lanes, for NG outputs.
+constexpr int kValueChannels = 4, kValueOuts = 4;
+
+template <int NC, int NG>
+void value_gemm(const float* vt, size_t chunk_stride, int64_t n_chunks, int64_t ch, const float* w_of_chunk,
+                int64_t g0, float* const* lanes) {
+  __m512 acc[NC][NG];
+  for (int m = 0; m < NC; ++m)
+    for (int q = 0; q < NG; ++q) acc[m][q] = _mm512_loadu_ps(lanes[g0 + q] + size_t(ch + m) * 16);
+  for (int64_t k = 0; k < n_chunks; ++k) {
+    // vt: channel-major, each channel's chunks contiguous; w: output-major the same way, so each
+    // of the 4 + 4 streams walks forward (chunks of one channel 4 KiB apart alias in L1).
+    const float* v = vt + (size_t(ch) * chunk_stride + size_t(k)) * 16;
+    const float* wk = w_of_chunk + (size_t(g0) * chunk_stride + size_t(k)) * 16;
+    __m512 w[NG];
+    for (int q = 0; q < NG; ++q) w[q] = _mm512_loadu_ps(wk + size_t(q) * chunk_stride * 16);
+    for (int m = 0; m < NC; ++m) {
+      const __m512 vm = _mm512_loadu_ps(v + size_t(m) * chunk_stride * 16);
+      for (int q = 0; q < NG; ++q) acc[m][q] = _mm512_fmadd_ps(vm, w[q], acc[m][q]);
+    }
+  }
+  for (int m = 0; m < NC; ++m)
+    for (int q = 0; q < NG; ++q) _mm512_storeu_ps(lanes[g0 + q] + size_t(ch + m) * 16, acc[m][q]);
+}
+
+// Channels 16 at a time (their transposed values, 64 bytes a chunk, stay in L1 for every output);
+// within them, outputs 4 at a time (their weights stay in L1 for the 16 channels).
 template <int NG>
-void value_block(const std::byte* rows, size_t row_stride, int64_t first_cell, int64_t n_rows, int64_t n, int64_t ch,
-                 __mmask16 mask, int half, const float* const* weight, float* const* lanes) {
-  __m512 acc[NG][kHalfLanes];
-  for (int g = 0; g < NG; ++g)
-    for (int l = 0; l < kHalfLanes; ++l)
-      acc[g][l] = _mm512_maskz_loadu_ps(mask, lanes[g] + size_t(half * kHalfLanes + l) * size_t(n) + size_t(ch));
-  const int64_t end = first_cell + n_rows;
-  auto cell = [&]<int L>(int64_t base) {
-    const int64_t c = base + half * kHalfLanes + L;
-    if (c < first_cell || c >= end) return;
-    const int64_t j = c - first_cell;
-    const __m512 v = _mm512_cvtph_ps(
-        _mm256_maskz_loadu_epi16(mask, rows + size_t(j) * row_stride + size_t(ch) * 2));
-    for (int g = 0; g < NG; ++g) acc[g][L] = _mm512_fmadd_ps(v, _mm512_set1_ps(weight[g][j]), acc[g][L]);
-  };
-  for (int64_t base = first_cell - first_cell % 16; base < end; base += 16)
-    [&]<int... L>(std::integer_sequence<int, L...>) { (cell.template operator()<L>(base), ...); }(
-        std::make_integer_sequence<int, kHalfLanes>{});
-  for (int g = 0; g < NG; ++g)
-    for (int l = 0; l < kHalfLanes; ++l)
-      _mm512_mask_storeu_ps(lanes[g] + size_t(half * kHalfLanes + l) * size_t(n) + size_t(ch), mask, acc[g][l]);
+void value_gemm_channels(const float* vt, size_t chunk_stride, int64_t n_chunks, int64_t ch0, int64_t ch1,
+                         const float* w, int64_t g0, float* const* lanes) {
+  int64_t ch = ch0;
+  for (; ch + kValueChannels <= ch1; ch += kValueChannels)
+    value_gemm<kValueChannels, NG>(vt, chunk_stride, n_chunks, ch, w, g0, lanes);
+  for (; ch < ch1; ++ch) value_gemm<1, NG>(vt, chunk_stride, n_chunks, ch, w, g0, lanes);
+}
+
+void value_gemm_all(const float* vt, size_t chunk_stride, int64_t n_chunks, int64_t n, const float* w, int n_out,
+                    float* const* lanes) {
+  for (int64_t ch0 = 0; ch0 < n; ch0 += 16) {
+    const int64_t ch1 = std::min(n, ch0 + 16);
+    int g = 0;
+    for (; g + kValueOuts <= n_out; g += kValueOuts)
+      value_gemm_channels<kValueOuts>(vt, chunk_stride, n_chunks, ch0, ch1, w, g, lanes);
+    switch (n_out - g) {
+      case 3: value_gemm_channels<3>(vt, chunk_stride, n_chunks, ch0, ch1, w, g, lanes); break;
+      case 2: value_gemm_channels<2>(vt, chunk_stride, n_chunks, ch0, ch1, w, g, lanes); break;
+      case 1: value_gemm_channels<1>(vt, chunk_stride, n_chunks, ch0, ch1, w, g, lanes); break;
+      default: break;
+    }
+  }
 }
 
 }  // namespace
@@ -112,18 +165,44 @@ void dot_f16_rows_tinyblas(const std::byte* rows, size_t row_stride, int64_t n_r
 }
 
 void fma_f16_lanes(const std::byte* rows, size_t row_stride, int64_t first_cell, int64_t n_rows, int64_t n,
-                   const float* const* weight, float* const* lanes, int n_out) {
-  for (int64_t ch = 0; ch < n; ch += 16) {
-    const __mmask16 mask = n - ch >= 16 ? __mmask16(0xffff) : __mmask16((1u << (n - ch)) - 1);
-    for (int half = 0; half < 2; ++half) {
-      int g = 0;
-      for (; g + kValueOuts <= n_out; g += kValueOuts)
-        value_block<kValueOuts>(rows, row_stride, first_cell, n_rows, n, ch, mask, half, weight + g, lanes + g);
-      if (n_out - g == 2)
-        value_block<2>(rows, row_stride, first_cell, n_rows, n, ch, mask, half, weight + g, lanes + g);
-      else if (n_out - g == 1)
-        value_block<1>(rows, row_stride, first_cell, n_rows, n, ch, mask, half, weight + g, lanes + g);
+                   const float* const* weight, float* const* lanes, int n_out, float* scratch) {
+  const int64_t end = first_cell + n_rows;
+  const int64_t n16 = (n + 15) / 16 * 16;
+  constexpr int64_t kChunks = kTbVtCells / 16;
+  const size_t chunk_stride = size_t(kChunks);  // in 16-float vectors: one channel's (or output's) chunks
+  // The weights of a group's chunks, one vector per (output, chunk): beside the transposed values.
+  float* w_vec = scratch + size_t(n16) * size_t(kChunks) * 16;
+  for (int64_t g0 = first_cell - first_cell % 16; g0 < end; g0 += kTbVtCells) {
+    const int64_t n_chunks = std::min(kChunks, (end - g0 + 15) / 16);
+    for (int64_t k = 0; k < n_chunks; ++k) {
+      const int64_t base = g0 + 16 * k;
+      float* vt = scratch + size_t(k) * 16;
+      for (int64_t ch = 0; ch < n; ch += 16) {
+        const __mmask16 mask = n - ch >= 16 ? __mmask16(0xffff) : __mmask16((1u << (n - ch)) - 1);
+        __m512 r[16];
+        for (int l = 0; l < 16; ++l) {
+          const int64_t c = base + l;
+          r[l] = c < first_cell || c >= end
+                     ? _mm512_setzero_ps()
+                     : _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(mask, rows + size_t(c - first_cell) * row_stride + size_t(ch) * 2));
+        }
+        transpose16(r);
+        for (int l = 0; l < 16; ++l) _mm512_storeu_ps(vt + size_t(ch + l) * chunk_stride * 16, r[l]);
+      }
+      for (int g = 0; g < n_out; ++g) {
+        if (base >= first_cell && base + 16 <= end) {
+          _mm512_storeu_ps(w_vec + (size_t(g) * chunk_stride + size_t(k)) * 16, _mm512_loadu_ps(weight[g] + (base - first_cell)));
+        } else {
+          alignas(64) float wl[16];
+          for (int l = 0; l < 16; ++l) {
+            const int64_t c = base + l;
+            wl[l] = c < first_cell || c >= end ? 0.0f : weight[g][c - first_cell];
+          }
+          _mm512_storeu_ps(w_vec + (size_t(g) * chunk_stride + size_t(k)) * 16, _mm512_load_ps(wl));
+        }
+      }
     }
+    value_gemm_all(scratch, chunk_stride, n_chunks, n, w_vec, n_out, lanes);
   }
 }
 

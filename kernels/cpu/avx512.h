@@ -18,7 +18,7 @@ void dot_f16_rows(const std::byte* rows, size_t row_stride, int64_t n_rows, int6
 void dot_f16_rows_tinyblas(const std::byte* rows, size_t row_stride, int64_t n_rows, int64_t n, const uint16_t* const* q,
                            int n_q, float* const* out);
 void fma_f16_lanes(const std::byte* rows, size_t row_stride, int64_t first_cell, int64_t n_rows, int64_t n,
-                   const float* const* weight, float* const* lanes, int n_out);
+                   const float* const* weight, float* const* lanes, int n_out, float* scratch);
 void silu_blocks(const float* x, float* y, size_t n);
 void swiglu_blocks(const float* gate, const float* up, float* y, size_t n);
 

@@ -43,10 +43,16 @@ using DotF16RowsFn = void (*)(const std::byte* rows, size_t row_stride, int64_t 
 // dot_f16_rows_tinyblas (a DotF16RowsFn, n % 16 == 0): out[h][j] = one 16-lane FMA accumulator
 // over the widened row j and q[h] in 16-value steps, then _mm512_reduce_add_ps's order.
 // FmaF16LanesFn: V^T kq in the same order a tile of cells at a time; cell c = first_cell + j adds
-// into lane c % 16: lanes[g][(c % 16) * n + i] = fma(v_j[i], weight[g][j], that lane), rows j in
+// into lane c % 16: lanes[g][i * 16 + c % 16] = fma(v_j[i], weight[g][j], that lane), rows j in
 // order. Each lanes[g] holds 16 * n floats; kernels::reduce_tinyblas_lanes sums them at the end.
+// `scratch` holds tinyblas_lanes_scratch_floats(n, n_out) floats (the transposed tile).
 using FmaF16LanesFn = void (*)(const std::byte* rows, size_t row_stride, int64_t first_cell, int64_t n_rows, int64_t n,
-                               const float* const* weight, float* const* lanes, int n_out);
+                               const float* const* weight, float* const* lanes, int n_out, float* scratch);
+// Cells a SIMD FmaF16LanesFn transposes at a time, and the scratch that takes.
+inline constexpr int64_t kTbVtCells = 512;
+inline size_t tinyblas_lanes_scratch_floats(int64_t n, int64_t n_out) {
+  return size_t(kTbVtCells / 16) * 16 * size_t((n + 15) / 16 * 16 + n_out);
+}
 // ggml's vectorized silu over n values, n a multiple of 16 (the lanes ggml_v_expf takes):
 // y[i] = x[i] / (1 + ggml_v_expf(-x[i])); swiglu's y[i] = silu(gate[i]) * up[i]. y may alias an
 // input. Every level gives cpu/expf_ggml.h's scalar emulation bit for bit.

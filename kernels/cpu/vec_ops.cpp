@@ -44,17 +44,17 @@ void dot_f16_rows_tinyblas(const std::byte* rows, size_t row_stride, int64_t n_r
 }
 
 void fma_f16_rows_into_lanes(const std::byte* rows, size_t row_stride, int64_t first_cell, int64_t n_rows, int64_t n,
-                             std::span<const float* const> weights, std::span<float* const> lanes) {
+                             std::span<const float* const> weights, std::span<float* const> lanes, float* scratch) {
   cpu::best_kernels().fma_f16_lanes(rows, row_stride, first_cell, n_rows, n, weights.data(), lanes.data(),
-                                    int(std::min(weights.size(), lanes.size())));
+                                    int(std::min(weights.size(), lanes.size())), scratch);
 }
 
+size_t fma_f16_rows_scratch_floats(int64_t n, int64_t n_out) { return cpu::tinyblas_lanes_scratch_floats(n, n_out); }
+
+int64_t fma_f16_rows_group_cells() { return cpu::kTbVtCells; }
+
 void reduce_tinyblas_lanes(const float* lanes, int64_t n, float* out) {
-  for (int64_t i = 0; i < n; ++i) {
-    float a[16];
-    for (int r = 0; r < 16; ++r) a[r] = lanes[static_cast<size_t>(r * n + i)];
-    out[i] = detail::reduce_add_16(a);
-  }
+  for (int64_t i = 0; i < n; ++i) out[i] = detail::reduce_add_16(lanes + 16 * i);
 }
 
 }  // namespace sluice::kernels
