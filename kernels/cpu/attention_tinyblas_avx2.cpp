@@ -55,6 +55,42 @@ void lanes_channels(const float* vt, const float* w_vec, int64_t kChunks, int64_
   for (; g < n_out; ++g) lanes_block<NC, 1>(vt, w_vec, kChunks, n_chunks, ch, g, lanes);
 }
 
+// 8 cells x 8 channels widened rows (r[l]: cell l's 8 channels) to 8 channels x 8 cells.
+inline void transpose8(__m256 (&r)[8]) {
+  __m256 t[8], u[8];
+  for (int i = 0; i < 8; i += 2) {
+    t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+  }
+  for (int g = 0; g < 8; g += 4) {  // u[g + s]: columns s and s + 4 of rows g..g+3
+    u[g + 0] = _mm256_shuffle_ps(t[g + 0], t[g + 2], 0x44);
+    u[g + 1] = _mm256_shuffle_ps(t[g + 0], t[g + 2], 0xEE);
+    u[g + 2] = _mm256_shuffle_ps(t[g + 1], t[g + 3], 0x44);
+    u[g + 3] = _mm256_shuffle_ps(t[g + 1], t[g + 3], 0xEE);
+  }
+  for (int s = 0; s < 4; ++s) {
+    r[s] = _mm256_permute2f128_ps(u[s], u[4 + s], 0x20);
+    r[s + 4] = _mm256_permute2f128_ps(u[s], u[4 + s], 0x31);
+  }
+}
+
+#define TB_OWN_TRANSPOSE
+void transpose_chunk(const uint16_t* const* src, int64_t n, float* vt, int64_t vt_stride) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int half = 0; half < 2; ++half) {
+      __m256 r[8];
+      for (int l = 0; l < 8; ++l) {
+        const uint16_t* p = src[8 * half + l];
+        r[l] = p ? _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + i))) : _mm256_setzero_ps();
+      }
+      transpose8(r);
+      for (int c = 0; c < 8; ++c) _mm256_storeu_ps(vt + (i + c) * vt_stride + 8 * half, r[c]);
+    }
+  for (; i < n; ++i)
+    for (int l = 0; l < 16; ++l) vt[i * vt_stride + l] = src[l] ? half_to_f32(src[l][i]) : 0.0f;
+}
+
 #define TB_OWN_LANES_GEMM
 void lanes_gemm(const float* vt, const float* w_vec, int64_t kChunks, int64_t n_chunks, int64_t n, int n_out,
                 float* const* lanes) {

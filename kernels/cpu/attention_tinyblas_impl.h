@@ -81,6 +81,18 @@ void lanes_gemm(const float* vt, const float* w_vec, int64_t kChunks, int64_t n_
 }
 #endif
 
+// A chunk's 16 cells (src[l]: cell l's F16 row, or null for a cell outside the call: zeros) into
+// vt[i * vt_stride + l] for every channel i < n. The including file may define TB_OWN_TRANSPOSE
+// and its own transpose_chunk with the same values.
+#ifndef TB_OWN_TRANSPOSE
+void transpose_chunk(const uint16_t* const* src, int64_t n, float* vt, int64_t vt_stride) {
+  for (int64_t i = 0; i < n; ++i) {
+    float* d = vt + i * vt_stride;
+    for (int l = 0; l < 16; ++l) d[l] = src[l] ? widen_one(src[l][i]) : 0.0f;
+  }
+}
+#endif
+
 // V^T kq as the SIMD level does it (attention_tinyblas_avx512.cpp): a group of kTbVtCells cells
 // widened and transposed into vt[channel][chunk][16 cells] (zeros outside the call's cells, whose
 // weights are zeros too: fma(0, 0, acc) leaves acc as it is), then 2 channels x 2 outputs of
@@ -105,10 +117,7 @@ void fma_f16_lanes(const std::byte* rows, size_t row_stride, int64_t first_cell,
                      : nullptr;
         for (int g = 0; g < n_out; ++g) w_at(g, k)[l] = src[l] ? weight[g][c - first_cell] : 0.0f;
       }
-      for (int64_t i = 0; i < n; ++i) {
-        float* d = vt_at(i, k);
-        for (int l = 0; l < 16; ++l) d[l] = src[l] ? widen_one(src[l][i]) : 0.0f;
-      }
+      transpose_chunk(src, n, vt_at(0, k), kChunks * 16);
     }
     lanes_gemm(scratch, w_vec, kChunks, n_chunks, n, n_out, lanes);
   }
