@@ -100,18 +100,22 @@ ShardCache::ShardCache(ShardLayout layout, io::Reader& reader, ShardCacheOptions
 ShardCache::~ShardCache() {
   // Reads still in flight write into the arena: let them land before it is unmapped.
   try {
-    std::unique_lock lock(mutex_);
-    for (;;) {
-      bool pending = std::any_of(slots_.begin(), slots_.end(), [](const Slot& s) { return s.pending > 0; });
-      if (!pending) break;
-      if (!reaping_) {
-        drive_io_locked(lock);
-      } else {
-        landed_.wait(lock);
-      }
-    }
+    drain();
     reader_.register_buffer({});
   } catch (...) {
+  }
+}
+
+void ShardCache::drain() {
+  std::unique_lock lock(mutex_);
+  for (;;) {
+    bool pending = std::any_of(slots_.begin(), slots_.end(), [](const Slot& s) { return s.pending > 0; });
+    if (!pending) break;
+    if (!reaping_) {
+      drive_io_locked(lock);
+    } else {
+      landed_.wait(lock);
+    }
   }
 }
 

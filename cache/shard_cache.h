@@ -142,8 +142,12 @@ class ShardCache {
   // O_DIRECT reads land zero-copy.
   ShardCache(ShardLayout layout, io::Reader& reader, ShardCacheOptions options);
   // Waits for reads still landing in the arena and unregisters it from the reader; outstanding
-  // Pins must be gone.
+  // Pins must be gone. Waits for the reads still in flight (drain).
   ~ShardCache();
+  // Waits until no read is in flight, every landed one verified: before an owner destroys what
+  // the verify callback reads (the engine's layer plan), speculative reads must have landed.
+  // A verification or read error of such a read is thrown here.
+  void drain();
   ShardCache(const ShardCache&) = delete;
   ShardCache& operator=(const ShardCache&) = delete;
 

@@ -434,6 +434,15 @@ Engine::~Engine() {
   gpu_.reset();  // finishes copies out of the RAM arena and unregisters it
   tracked_.reset();
   experts_.reset();
+  // Layer reads still in flight are verified against the layer stream's plan when they land: let
+  // them land while it exists (a read-ahead of the next layer at exit was verified after the model
+  // had gone: a use after free). Their errors no longer matter here.
+  if (layer_cache_) {
+    try {
+      layer_cache_->drain();
+    } catch (...) {
+    }
+  }
   model_.reset();  // with its layer stream, whose pins are in layer_cache_
   cache_.reset();
   layer_cache_.reset();

@@ -38,10 +38,12 @@ void dot_f16_rows_tinyblas(const std::byte* rows, size_t row_stride, int64_t n_r
 //   lane is c % 16: for each cell c = first_cell + j (j ascending) and every output g,
 //   lanes[g][i * 16 + c % 16] = fma(v_c[i], weights[g][j], that lane). Each lanes[g] holds 16 * n
 //   floats, zeroed before the first tile; reduce_tinyblas_lanes then gives out[i], the 16 lanes
-//   of channel i summed. `scratch` holds fma_f16_rows_scratch_floats(n, weights.size()) floats.
+//   of channel i summed. `scratch` holds fma_f16_rows_scratch_floats(n, weights.size(), cells)
+//   floats, for calls over at most `cells` cells from a 16-aligned first cell (one more chunk
+//   than that otherwise).
 void fma_f16_rows_into_lanes(const std::byte* rows, size_t row_stride, int64_t first_cell, int64_t n_rows, int64_t n,
                              std::span<const float* const> weights, std::span<float* const> lanes, float* scratch);
-size_t fma_f16_rows_scratch_floats(int64_t n, int64_t n_out);
+size_t fma_f16_rows_scratch_floats(int64_t n, int64_t n_out, int64_t cells);
 // Cells the SIMD kernels transpose and sum per group: a call over at least this many cells sends
 // each accumulator through memory once per group.
 int64_t fma_f16_rows_group_cells();

@@ -90,7 +90,7 @@ TEST_CASE("fma_f16_lanes over tiles of cells, then reduce_tinyblas_lanes, gives 
         std::vector<std::vector<float>> lanes(size_t(n_out), std::vector<float>(size_t(16 * n), 0.0f));
         std::vector<float*> lane_ptrs;
         for (auto& l : lanes) lane_ptrs.push_back(l.data());
-        std::vector<float> scratch(sluice::kernels::fma_f16_rows_scratch_floats(n, n_out));
+        std::vector<float> scratch(sluice::kernels::fma_f16_rows_scratch_floats(n, n_out, n_cells + 16));
         for (size_t e = 0; e + 1 < edges.size(); ++e) {
           const int64_t c0 = edges[e], c1 = edges[e + 1];
           std::vector<const float*> w_ptrs;

@@ -145,7 +145,7 @@ struct LlamaSession::Sizes {
     // (Only a batch of >= 2 tokens takes that order: a session of batch 1 never needs them.)
     if (o.kv_type != GgmlType::F32 && B >= 2)
       z.slot_bytes += rows * align_up(sz(16 * v_len) * 4) +
-                      align_up(kernels::fma_f16_rows_scratch_floats(v_len, static_cast<int64_t>(rows)) * 4);
+                      align_up(kernels::fma_f16_rows_scratch_floats(v_len, static_cast<int64_t>(rows), n_ctx + 16) * 4);
     z.slots = z.slot_bytes * sz(z.n_slots) + kSlotAlign;  // + the slack that aligns their start
     return z;
   }

@@ -168,7 +168,7 @@ void fma_f16_lanes(const std::byte* rows, size_t row_stride, int64_t first_cell,
                    const float* const* weight, float* const* lanes, int n_out, float* scratch) {
   const int64_t end = first_cell + n_rows;
   const int64_t n16 = (n + 15) / 16 * 16;
-  constexpr int64_t kChunks = kTbVtCells / 16;
+  const int64_t kChunks = tinyblas_group_chunks(first_cell, n_rows);
   const size_t chunk_stride = size_t(kChunks);  // in 16-float vectors: one channel's (or output's) chunks
   // The weights of a group's chunks, one vector per (output, chunk): beside the transposed values.
   float* w_vec = scratch + size_t(n16) * size_t(kChunks) * 16;

@@ -99,7 +99,7 @@ void transpose_chunk(const uint16_t* const* src, int64_t n, float* vt, int64_t v
 // 16-lane accumulators per pass over the group's chunks.
 void fma_f16_lanes(const std::byte* rows, size_t row_stride, int64_t first_cell, int64_t n_rows, int64_t n,
                    const float* const* weight, float* const* lanes, int n_out, float* scratch) {
-  constexpr int64_t kChunks = kTbVtCells / 16;
+  const int64_t kChunks = tinyblas_group_chunks(first_cell, n_rows);
   const int64_t end = first_cell + n_rows;
   const int64_t n16 = (n + 15) / 16 * 16;
   float* w_vec = scratch + static_cast<size_t>(n16 * kChunks * 16);

@@ -15,6 +15,7 @@
 // size). A null entry means the operation does not exist for that type.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -45,13 +46,19 @@ using DotF16RowsFn = void (*)(const std::byte* rows, size_t row_stride, int64_t 
 // FmaF16LanesFn: V^T kq in the same order a tile of cells at a time; cell c = first_cell + j adds
 // into lane c % 16: lanes[g][i * 16 + c % 16] = fma(v_j[i], weight[g][j], that lane), rows j in
 // order. Each lanes[g] holds 16 * n floats; kernels::reduce_tinyblas_lanes sums them at the end.
-// `scratch` holds tinyblas_lanes_scratch_floats(n, n_out) floats (the transposed tile).
+// `scratch` holds tinyblas_lanes_scratch_floats(n, n_out, n_rows + first_cell % 16) floats (or more;
+// the transposed group).
 using FmaF16LanesFn = void (*)(const std::byte* rows, size_t row_stride, int64_t first_cell, int64_t n_rows, int64_t n,
                                const float* const* weight, float* const* lanes, int n_out, float* scratch);
-// Cells a SIMD FmaF16LanesFn transposes at a time, and the scratch that takes.
+// Cells an FmaF16LanesFn transposes at a time; the 16-cell chunks of a call's group (a call over
+// fewer cells needs fewer: a short context keeps a small scratch); the scratch for calls over at
+// most `cells` cells from a 16-aligned start.
 inline constexpr int64_t kTbVtCells = 512;
-inline size_t tinyblas_lanes_scratch_floats(int64_t n, int64_t n_out) {
-  return size_t(kTbVtCells / 16) * 16 * size_t((n + 15) / 16 * 16 + n_out);
+inline int64_t tinyblas_group_chunks(int64_t first_cell, int64_t n_rows) {
+  return std::min<int64_t>(kTbVtCells / 16, (first_cell % 16 + n_rows + 15) / 16);
+}
+inline size_t tinyblas_lanes_scratch_floats(int64_t n, int64_t n_out, int64_t cells) {
+  return size_t(tinyblas_group_chunks(0, cells)) * 16 * size_t((n + 15) / 16 * 16 + n_out);
 }
 // ggml's vectorized silu over n values, n a multiple of 16 (the lanes ggml_v_expf takes):
 // y[i] = x[i] / (1 + ggml_v_expf(-x[i])); swiglu's y[i] = silu(gate[i]) * up[i]. y may alias an

@@ -49,7 +49,9 @@ void fma_f16_rows_into_lanes(const std::byte* rows, size_t row_stride, int64_t f
                                     int(std::min(weights.size(), lanes.size())), scratch);
 }
 
-size_t fma_f16_rows_scratch_floats(int64_t n, int64_t n_out) { return cpu::tinyblas_lanes_scratch_floats(n, n_out); }
+size_t fma_f16_rows_scratch_floats(int64_t n, int64_t n_out, int64_t cells) {
+  return cpu::tinyblas_lanes_scratch_floats(n, n_out, cells);
+}
 
 int64_t fma_f16_rows_group_cells() { return cpu::kTbVtCells; }
 
