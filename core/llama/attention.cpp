@@ -167,7 +167,7 @@ void LlamaSession::attend(int64_t il, int64_t n, const float* q, int64_t q_strid
       // Slot layout (Sizes::of): a score row per query row of a tile, the F16-rounded softmax, a
       // quantized q row per query row, a value column, then (F16 cache) 16 lanes of value sums
       // per query row and the value kernel's transposed tile.
-      std::byte* base = slots_base() + sz(slot) * slot_bytes_;
+      std::byte* base = slots_.data() + sz(slot) * slot_bytes_;
       std::byte* p16 = base + rows * scores_bytes;
       std::byte* qact_base = p16 + align_up(sz(n_ctx) * 2);
       float* vcol = reinterpret_cast<float*>(qact_base + rows * qact_bytes);
@@ -260,9 +260,6 @@ void LlamaSession::attend(int64_t il, int64_t n, const float* q, int64_t q_strid
           else
             std::fill(outs[r], outs[r] + v_len, 0.0f);
         }
-        // Values: each tile of value rows is added to every query row that sees it, cell by cell
-        // in order as one pass would (the outputs wait in memory between tiles: exact). Query rows
-        // whose tile ends at the same cell share one call, so each row is widened once for them.
         const size_t v_stride = mla ? kv.k_row_bytes() : kv.v_row_bytes();
         if (tinyblas_kqv) {
           // tinyBLAS sums every cell up to n_kv, those a query row does not see with weight +0
@@ -285,6 +282,10 @@ void LlamaSession::attend(int64_t il, int64_t n, const float* q, int64_t q_strid
           for (int64_t r = 0; r < n_rows_tile; ++r) kernels::reduce_tinyblas_lanes(lanes(r), v_len, outs[r]);
           continue;
         }
+        // Values in vec_dot's order: each tile of value rows is added to every query row that sees
+        // it, cell by cell in order as one pass would (the outputs wait in memory between tiles:
+        // exact). Query rows whose tile ends at the same cell share one call, so each row is
+        // widened once for them.
         for (int64_t j0 = 0; j0 < max_vis; j0 += pass) {
           const float* group_w[kAttnMaxTileTokens * kAttnHeadBlock];
           float* group_o[kAttnMaxTileTokens * kAttnHeadBlock];

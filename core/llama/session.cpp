@@ -146,7 +146,7 @@ struct LlamaSession::Sizes {
     if (o.kv_type != GgmlType::F32 && B >= 2)
       z.slot_bytes += rows * align_up(sz(16 * v_len) * 4) +
                       align_up(kernels::fma_f16_rows_scratch_floats(v_len, static_cast<int64_t>(rows), n_ctx + 16) * 4);
-    z.slots = z.slot_bytes * sz(z.n_slots) + kSlotAlign;  // + the slack that aligns their start
+    z.slots = z.slot_bytes * sz(z.n_slots);
     return z;
   }
 };
@@ -209,7 +209,7 @@ LlamaSession::LlamaSession(const Model& model, ExpertSource& experts, kernels::T
   mm_scratch_.resize(z.mm_scratch);
   n_slots_ = z.n_slots;
   slot_bytes_ = z.slot_bytes;
-  slots_.resize(z.slots);
+  slots_ = io::AlignedBuffer(z.slots);
   attn_tile_tokens_ = z.attn_tile_tokens;
   attn_tile_cells_ = z.attn_tile_cells;
   attn_tiles_.resize(z.pos + 1);

@@ -47,6 +47,7 @@
 #include "core/llama/expert_predictor.h"
 #include "core/experts/expert_source.h"
 #include "core/llama/kv_cache.h"
+#include "io/aligned_buffer.h"
 #include "core/compute/matmul.h"
 #include "core/compute/matmul_offload.h"
 #include "core/layers/layer_source.h"
@@ -182,12 +183,7 @@ class LlamaSession final : public Session {
   static constexpr int64_t kAttnMaxTileTokens = 16;
   int64_t n_slots_ = 1;
   size_t slot_bytes_ = 0;
-  std::vector<std::byte> slots_;  // the slots and kSlotAlign bytes of slack: they start at slots_base()
-  static constexpr size_t kSlotAlign = 64;  // the SIMD kernels' full-vector loads of scratch rows
-  std::byte* slots_base() {
-    const auto p = reinterpret_cast<uintptr_t>(slots_.data());
-    return slots_.data() + ((kSlotAlign - p % kSlotAlign) % kSlotAlign);
-  }
+  io::AlignedBuffer slots_;  // page-aligned: the SIMD kernels' full-vector loads of scratch rows
   int64_t attn_tile_tokens_ = 1;  // query tokens of one sequence per pass over the cells
   int64_t attn_tile_cells_ = 0;   // KV cells per pass (0: from the row size, attention.cpp)
   std::vector<int64_t> attn_tiles_;  // the current batch's tiles: first token of each, then n

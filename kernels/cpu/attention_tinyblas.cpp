@@ -1,4 +1,4 @@
-// The scalar level's tinyBLAS-order attention products (attention_tinyblas_impl.h), plain build.
+// The scalar level's tinyBLAS-order attention products (attention_tinyblas_*_impl.h), plain build.
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
@@ -18,6 +18,7 @@ void widen_f16(const uint16_t* src, float* dst, int64_t m) {
 }
 }  // namespace
 
-#include "kernels/cpu/attention_tinyblas_impl.h"
+#include "kernels/cpu/attention_tinyblas_scores_impl.h"
+#include "kernels/cpu/attention_tinyblas_values_impl.h"
 
 }  // namespace sluice::kernels::cpu

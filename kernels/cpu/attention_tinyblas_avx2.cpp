@@ -1,4 +1,4 @@
-// The avx2 level's tinyBLAS-order attention products: attention_tinyblas_impl.h built with
+// The avx2 level's tinyBLAS-order attention products: attention_tinyblas_*_impl.h built with
 // -mavx2 -mfma -mf16c, where std::fma is one instruction and F16C widens 8 values at a time.
 #include <immintrin.h>
 
@@ -101,6 +101,7 @@ void lanes_gemm(const float* vt, const float* w_vec, int64_t kChunks, int64_t n_
 
 }  // namespace
 
-#include "kernels/cpu/attention_tinyblas_impl.h"
+#include "kernels/cpu/attention_tinyblas_scores_impl.h"
+#include "kernels/cpu/attention_tinyblas_values_impl.h"
 
 }  // namespace sluice::kernels::cpu::avx2

@@ -164,46 +164,30 @@ void dot_f16_rows_tinyblas(const std::byte* rows, size_t row_stride, int64_t n_r
   }
 }
 
-void fma_f16_lanes(const std::byte* rows, size_t row_stride, int64_t first_cell, int64_t n_rows, int64_t n,
-                   const float* const* weight, float* const* lanes, int n_out, float* scratch) {
-  const int64_t end = first_cell + n_rows;
-  const int64_t n16 = (n + 15) / 16 * 16;
-  const int64_t kChunks = tinyblas_group_chunks(first_cell, n_rows);
-  const size_t chunk_stride = size_t(kChunks);  // in 16-float vectors: one channel's (or output's) chunks
-  // The weights of a group's chunks, one vector per (output, chunk): beside the transposed values.
-  float* w_vec = scratch + size_t(n16) * size_t(kChunks) * 16;
-  for (int64_t g0 = first_cell - first_cell % 16; g0 < end; g0 += kTbVtCells) {
-    const int64_t n_chunks = std::min(kChunks, (end - g0 + 15) / 16);
-    for (int64_t k = 0; k < n_chunks; ++k) {
-      const int64_t base = g0 + 16 * k;
-      float* vt = scratch + size_t(k) * 16;
-      for (int64_t ch = 0; ch < n; ch += 16) {
-        const __mmask16 mask = n - ch >= 16 ? __mmask16(0xffff) : __mmask16((1u << (n - ch)) - 1);
-        __m512 r[16];
-        for (int l = 0; l < 16; ++l) {
-          const int64_t c = base + l;
-          r[l] = c < first_cell || c >= end
-                     ? _mm512_setzero_ps()
-                     : _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(mask, rows + size_t(c - first_cell) * row_stride + size_t(ch) * 2));
-        }
-        transpose16(r);
-        for (int l = 0; l < 16; ++l) _mm512_storeu_ps(vt + size_t(ch + l) * chunk_stride * 16, r[l]);
-      }
-      for (int g = 0; g < n_out; ++g) {
-        if (base >= first_cell && base + 16 <= end) {
-          _mm512_storeu_ps(w_vec + (size_t(g) * chunk_stride + size_t(k)) * 16, _mm512_loadu_ps(weight[g] + (base - first_cell)));
-        } else {
-          alignas(64) float wl[16];
-          for (int l = 0; l < 16; ++l) {
-            const int64_t c = base + l;
-            wl[l] = c < first_cell || c >= end ? 0.0f : weight[g][c - first_cell];
-          }
-          _mm512_storeu_ps(w_vec + (size_t(g) * chunk_stride + size_t(k)) * 16, _mm512_load_ps(wl));
-        }
-      }
-    }
-    value_gemm_all(scratch, chunk_stride, n_chunks, n, w_vec, n_out, lanes);
+// The shared group loop (attention_tinyblas_values_impl.h) with this level's transposition (16x16
+// in registers, the channel tail masked) and GEMM.
+namespace {
+
+#define TB_OWN_TRANSPOSE
+void transpose_chunk(const uint16_t* const* src, int64_t n, float* vt, int64_t vt_stride) {
+  for (int64_t ch = 0; ch < n; ch += 16) {
+    const __mmask16 mask = n - ch >= 16 ? __mmask16(0xffff) : __mmask16((1u << (n - ch)) - 1);
+    __m512 r[16];
+    for (int l = 0; l < 16; ++l)
+      r[l] = src[l] ? _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(mask, src[l] + ch)) : _mm512_setzero_ps();
+    transpose16(r);
+    for (int l = 0; l < 16; ++l) _mm512_storeu_ps(vt + (ch + l) * vt_stride, r[l]);
   }
 }
+
+#define TB_OWN_LANES_GEMM
+void lanes_gemm(const float* vt, const float* w_vec, int64_t kChunks, int64_t n_chunks, int64_t n, int n_out,
+                float* const* lanes) {
+  value_gemm_all(vt, size_t(kChunks), n_chunks, n, w_vec, n_out, lanes);
+}
+
+}  // namespace
+
+#include "kernels/cpu/attention_tinyblas_values_impl.h"
 
 }  // namespace sluice::kernels::cpu::avx512
