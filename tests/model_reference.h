@@ -74,13 +74,16 @@ struct TeacherForced {
   RoutingLog routing;
 };
 
-// Prompt as one batch, then each gen token alone.
+// Prompt as one batch, then each gen token alone. `options` (context, batch, KV type) as the
+// reference run's unless given.
 inline TeacherForced teacher_force(const core::Model& model, const std::vector<int32_t>& prompt,
-                                   const std::vector<int32_t>& gen, GgmlType kv_type, unsigned threads = 1) {
+                                   const std::vector<int32_t>& gen, GgmlType kv_type, unsigned threads = 1,
+                                   core::SessionOptions options = {.n_ctx = 128, .n_batch = 64}) {
   TeacherForced out;
   kernels::ThreadPool pool(threads);
   core::InCoreExpertSource experts(model);
-  core::LlamaSession session(model, experts, pool, {.n_ctx = 128, .n_batch = 64, .kv_type = kv_type});
+  options.kv_type = kv_type;
+  core::LlamaSession session(model, experts, pool, options);
   session.set_routing_observer(&out.routing);
   auto rows = session.forward(prompt, 0);
   out.logits.assign(rows.begin(), rows.end());

@@ -335,6 +335,7 @@ core::BenchOptions read_bench_base(const cxxopts::ParseResult& args, const std::
   read_io_flags(args, {.io_faults = true}, base.engine);
   base.engine.session.n_batch = sf.n_batch;
   base.engine.session.kv_type = GgmlType::F16;
+  read_mla_attn_flag(args[kMlaAttnFlag].as<std::string>(), base.engine.session);
   base.engine.session.n_logit_rows = 1;  // generation samples from the last row only
   base.engine.session.prefetch_depth = args["prefetch-depth"].as<int>();
   if (base.engine.session.prefetch_depth < 0 || base.engine.session.prefetch_depth > 64)
@@ -389,6 +390,7 @@ int cmd_bench_model(int argc, char** argv) {
       ("io", "IO backend: auto, uring or pread", cxxopts::value<std::string>()->default_value("auto"))
       ("policy", "expert cache eviction policy", cxxopts::value<std::string>()->default_value("lru"))
       (kRouteFlag, kRouteFlagHelp, cxxopts::value<std::string>()->default_value("exact"))
+      (kMlaAttnFlag, kMlaAttnFlagHelp, cxxopts::value<std::string>()->default_value("auto"))
       ("gpu", "use the first CUDA GPU (VRAM tier above the RAM cache)")
       ("vram", "VRAM for --gpu (e.g. 20G; default: free VRAM minus a margin)", cxxopts::value<std::string>())
       ("vram-policy", "VRAM expert cache policy with --gpu: lru or freq", cxxopts::value<std::string>()->default_value("lru"))

@@ -41,6 +41,19 @@ void add_engine_flags(cxxopts::Options& options, const EngineFlagSet& set) {
         ("vram", "VRAM for --gpu (e.g. 20G; default: free VRAM minus a margin); separate from --budget", cxxopts::value<std::string>())
         ("vram-policy", "VRAM expert cache policy with --gpu: lru or freq", cxxopts::value<std::string>()->default_value("lru"));
   add_kv_type_options(options);
+  options.add_options()(kMlaAttnFlag, kMlaAttnFlagHelp, cxxopts::value<std::string>()->default_value("auto"));
+}
+
+void read_mla_attn_flag(const std::string& value, core::SessionOptions& o) {
+  if (value == "auto") return;
+  if (value == "absorbed") {
+    o.mla_decompress_cells = -1;
+  } else if (value == "decompressed") {
+    o.mla_decompress_cells = 0;
+    o.mla_decompress_tokens = 2;
+  } else {
+    throw Error(ErrorCode::invalid_argument, "--mla-attn '" + value + "': give auto, absorbed or decompressed");
+  }
 }
 
 void read_gpu_flags(const cxxopts::ParseResult& args, core::EngineOptions& eo) {
@@ -85,6 +98,7 @@ core::EngineOptions read_engine_flags(const cxxopts::ParseResult& args, const En
   eo.session.n_ctx = sf.n_ctx;
   eo.session.n_batch = sf.n_ctx > 0 ? std::min(sf.n_batch, sf.n_ctx) : sf.n_batch;
   eo.session.kv_type = kv_type_from(args);
+  read_mla_attn_flag(args[kMlaAttnFlag].as<std::string>(), eo.session);
   if (args.count("budget"))
     eo.budget_bytes = parse_budget_flag(args["budget"].as<std::string>(), std::filesystem::file_size(eo.model_path));
   if (args.count("cache-experts")) eo.cache_experts = parse_cache_experts_flag(args["cache-experts"].as<std::string>());

@@ -28,6 +28,14 @@ inline constexpr const char* kRouteFlagHelp =
     "expert routing: exact, or cache-aware[=J[,M]] (keep the top J, fill the rest from experts already in RAM "
     "among the top M; changes results; J = k/2 and M = 2k by default)";
 
+// --mla-attn (core/arch/session.h: which prompts take MLA's decompressed prefill form), declared by
+// add_engine_flags and by bench; read_mla_attn_flag sets the session's thresholds from its value.
+inline constexpr const char* kMlaAttnFlag = "mla-attn";
+inline constexpr const char* kMlaAttnFlagHelp =
+    "MLA prefill attention (deepseek2, F16 KV): auto (decompressed keys and values for a batch of >= 128 tokens over "
+    ">= 1024 cells), absorbed (llama.cpp's form always) or decompressed (every batch of >= 2 tokens)";
+void read_mla_attn_flag(const std::string& value, core::SessionOptions& o);
+
 // EngineOptions from those flags and the session flags (threads, context, batch: the batch is cut
 // to the context when one is given).
 core::EngineOptions read_engine_flags(const cxxopts::ParseResult& args, const EngineFlagSet& set, const SessionFlags& sf);

@@ -87,6 +87,18 @@ void LlamaSession::attention_mla(int64_t il, int64_t n) {
     kv.store(kva, kv.k(il, pos_[sz(t)]), KR);
     for (int64_t h = 0; h < H; ++h) std::memcpy(qcur_.data() + (t * H + h) * KR + Lkv, q + h * QH + N, sz(R) * 4);
   }
+  // Long prompts take the decompressed form (attention_mla_decompressed.cpp); the absorbed one
+  // below runs when some sequence of the batch does not.
+  bool any_absorbed = false;
+  for (size_t s = 0; s < kv_.size(); ++s) {
+    mla_decompressed_[s] = mla_decompresses(s);
+    any_absorbed = any_absorbed || (seq_count_[s] > 0 && !mla_decompressed_[s]);
+  }
+  if (!any_absorbed) {
+    attention_mla_decompressed(il, n);
+    matmul(L.wo.matrix(), heads_out_.data(), n, attn_out_.data());
+    return;
+  }
   // q_nope_absorbed[h] = wk_b[h] q_nope[h]: [qk_nope] -> [kv_lora]
   if (n == 1 && all_heads_at_once(L.wk_b)) {
     kernels::matvec_slices(L.wk_b.slice(0), slice_bytes(L.wk_b), H, q_.data(), sz(QH), qcur_.data(), sz(KR),
@@ -121,20 +133,21 @@ void LlamaSession::attention_mla(int64_t il, int64_t n) {
       });
     }
   }
+  attention_mla_decompressed(il, n);  // the other sequences' rows of heads_out_, if any
   matmul(L.wo.matrix(), heads_out_.data(), n, attn_out_.data());
 }
 
 void LlamaSession::attend(int64_t il, int64_t n, const float* q, int64_t q_stride,
                      int64_t q_head_stride, int64_t k_len, int64_t v_len, float* out, int64_t out_stride,
-                     int64_t out_head_stride) {
+                     int64_t out_head_stride, const AttnPart* part) {
   const ModelConfig& c = model_.config();
-  const int64_t H = c.n_head;
-  const int64_t group = c.is_mla() ? H : H / c.n_head_kv;
+  const int64_t h_begin = part ? part->h_begin : 0, h_end = part ? part->h_end : c.n_head;
+  const int64_t group = part ? 1 : c.is_mla() ? c.n_head : c.n_head / c.n_head_kv;
   const GgmlType kt = kv_[0].type();
   const GgmlType qt = kernels::vec_dot_type(kt);
   const size_t es = kv_[0].elem_bytes();
   const int64_t n_ctx = kv_[0].n_ctx();
-  const bool mla = c.is_mla();
+  const bool mla = c.is_mla() && !part;
   const bool f32 = kt == GgmlType::F32;
   const float kq_scale = c.kq_scale;
   // The cache is F32 or F16 (KvCache refuses the rest). An F16 cache takes the heads of one KV
@@ -142,13 +155,15 @@ void LlamaSession::attend(int64_t il, int64_t n, const float* q, int64_t q_strid
   // 64 heads share one latent row). Every output element still sums the same products in the
   // same order over the cells.
   const int64_t block = !f32 && group % kAttnHeadBlock == 0 ? kAttnHeadBlock : 1;
-  const int64_t head_blocks = H / block;
+  const int64_t head_blocks = (h_end - h_begin) / block;
   // Tiles: up to attn_tile_tokens_ consecutive tokens of one sequence (1 for an F32 cache), whose
   // query rows share every pass over the cells. A prefill then reads the layer's cache once per
-  // (tile, head block) instead of once per (token, head block): the cost was that traffic.
+  // (tile, head block) instead of once per (token, head block): the cost was that traffic. A part
+  // (one head per block) fills the slot's rows with that many times more tokens.
+  const int64_t tile_tokens = part ? attn_tile_tokens_ * kAttnHeadBlock : attn_tile_tokens_;
   int64_t n_tiles = 0;
   for (int64_t t = 0; t < n; ++t)
-    if (t == 0 || seq_[sz(t)] != seq_[sz(t - 1)] || t - attn_tiles_[sz(n_tiles - 1)] == attn_tile_tokens_)
+    if (t == 0 || seq_[sz(t)] != seq_[sz(t - 1)] || t - attn_tiles_[sz(n_tiles - 1)] == tile_tokens)
       attn_tiles_[sz(n_tiles++)] = t;
   attn_tiles_[sz(n_tiles)] = n;
   // Cells per pass: a tile of key (then value) rows that stays in L2 while every query row of
@@ -174,9 +189,12 @@ void LlamaSession::attend(int64_t il, int64_t n, const float* q, int64_t q_strid
       float* lanes_base = reinterpret_cast<float*>(reinterpret_cast<std::byte*>(vcol) + scores_bytes);
       float* lanes_scratch = lanes_base + rows * lanes_floats;
       for (int64_t u = slot; u < n_units; u += n_slots) {
-        const int64_t t0 = attn_tiles_[sz(u / head_blocks)], t1 = attn_tiles_[sz(u / head_blocks + 1)];
-        const int64_t nt = t1 - t0, h0 = (u % head_blocks) * block;
-        const int64_t kvh = h0 / group;
+        // A part goes head by head, so that a slot's next units read the same decompressed rows.
+        const int64_t tile = part ? u % n_tiles : u / head_blocks;
+        const int64_t t0 = attn_tiles_[sz(tile)], t1 = attn_tiles_[sz(tile + 1)];
+        const int64_t nt = t1 - t0, h0 = h_begin + (part ? u / n_tiles : u % head_blocks) * block;
+        const int64_t kvh = (h0 - h_begin) / group;
+        if (part ? seq_[sz(t0)] != part->seq : mla_decompressed_[sz(seq_[sz(t0)])] != 0) continue;
         auto n_vis = [&](int64_t i) { return pos_[sz(t0 + i)] + 1; };  // causal: token t0 + i of the tile
         // Per sequence, as a single-sequence pass of its tokens would: llama.cpp attends over n_kv
         // cells, the used cells rounded up to its padding, capped by the cache size; masked cells
@@ -185,10 +203,13 @@ void LlamaSession::attend(int64_t il, int64_t n, const float* q, int64_t q_strid
         const KvCache& kv = kv_[s];
         const int64_t used = seq_used_[s];
         const int64_t n_kv = std::min(n_ctx, std::max(kKvPad, (used + kKvPad - 1) / kKvPad * kKvPad));
-        const size_t k_off = mla ? 0 : sz(kvh * k_len) * es;
-        auto v_row = [&](int64_t j) {
-          return mla ? kv.k(il, j) : kv.v(il, j) + sz(kvh * v_len) * es;
-        };
+        const KvRows rows = part ? part->rows
+                                 : KvRows{kv.k(il, 0), kv.k_row_bytes(), sz(k_len) * es, mla ? kv.k(il, 0) : kv.v(il, 0),
+                                          mla ? kv.k_row_bytes() : kv.v_row_bytes(), mla ? 0 : sz(v_len) * es};
+        const std::byte* k_base = rows.k + sz(kvh) * rows.k_head_bytes;
+        const std::byte* v_base = rows.v + sz(kvh) * rows.v_head_bytes;
+        auto k_row = [&](int64_t j) { return k_base + sz(j) * rows.k_stride; };
+        auto v_row = [&](int64_t j) { return v_base + sz(j) * rows.v_stride; };
         auto score_row = [&](int64_t r) { return reinterpret_cast<float*>(base + sz(r) * scores_bytes); };
         // ggml's mul_mat sees this sequence's tokens as >= 2 activation rows: llamafile's tinyBLAS
         // takes kq x V (F32 cache), and for an F16 cache both K q and V^T kq once the activation is
@@ -201,7 +222,7 @@ void LlamaSession::attend(int64_t il, int64_t n, const float* q, int64_t q_strid
             float* scores = score_row(h - h0);
             const float* qv = q + t * q_stride + h * q_head_stride;
             for (int64_t j = 0; j < n_vis(0); ++j)
-              scores[j] = kernels::dot_f32_ggml_vec(reinterpret_cast<const float*>(kv.k(il, j) + k_off), qv, k_len);
+              scores[j] = kernels::dot_f32_ggml_vec(reinterpret_cast<const float*>(k_row(j)), qv, k_len);
             std::fill(scores + n_vis(0), scores + n_kv, -std::numeric_limits<float>::infinity());
             kernels::softmax({scores, sz(n_kv)}, kq_scale);
             float* o = out + t * out_stride + h * out_head_stride;
@@ -241,10 +262,10 @@ void LlamaSession::attend(int64_t il, int64_t n, const float* q, int64_t q_strid
             float* tile_scores[kAttnHeadBlock];
             for (int64_t b = 0; b < block; ++b) tile_scores[b] = score_row(i * block + b) + j0;
             if (tinyblas_kq)
-              kernels::dot_f16_rows_tinyblas(kv.k(il, j0) + k_off, kv.k_row_bytes(), j1 - j0, k_len,
+              kernels::dot_f16_rows_tinyblas(k_row(j0), rows.k_stride, j1 - j0, k_len,
                                              {q16 + i * block, sz(block)}, {tile_scores, sz(block)});
             else
-              kernels::dot_f16_rows(kv.k(il, j0) + k_off, kv.k_row_bytes(), j1 - j0, k_len, {q16 + i * block, sz(block)},
+              kernels::dot_f16_rows(k_row(j0), rows.k_stride, j1 - j0, k_len, {q16 + i * block, sz(block)},
                                     {tile_scores, sz(block)});
           }
         }
@@ -260,7 +281,7 @@ void LlamaSession::attend(int64_t il, int64_t n, const float* q, int64_t q_strid
           else
             std::fill(outs[r], outs[r] + v_len, 0.0f);
         }
-        const size_t v_stride = mla ? kv.k_row_bytes() : kv.v_row_bytes();
+        const size_t v_stride = rows.v_stride;
         if (tinyblas_kqv) {
           // tinyBLAS sums every cell up to n_kv, those a query row does not see with weight +0
           // (its softmax gave exactly 0 there): fma(v, +0, acc) leaves acc as it is. So every query

@@ -105,6 +105,10 @@ class LlamaSession final : public Session {
   void run_layers(std::span<const int32_t> tokens);
   void attention_gqa(int64_t il, int64_t n);
   void attention_mla(int64_t il, int64_t n);
+  // MLA prefill in the decompressed form (attention_mla_decompressed.cpp): whether sequence s of
+  // the current batch takes it, and the attention of those sequences' tokens into heads_out_.
+  bool mla_decompresses(size_t s) const;
+  void attention_mla_decompressed(int64_t il, int64_t n);
   // f(begin, end) over rows [0, n): split over the pool for a batch, inline for a few rows. For the
   // element-wise passes between products (gathers, residual adds, norms), which run on this thread
   // alone while the pool idles; each row is computed the same way wherever it runs.
@@ -121,8 +125,26 @@ class LlamaSession final : public Session {
   // head block), so a prefill reads the layer's cache once per tile instead of once per token.
   // The scores, the softmax and each output's sum over the cells are computed exactly as one
   // token at a time would: every output is bit-identical for any tiling.
+  //
+  // Key and value rows: KV head kvh of a sequence's rows start at k + kvh * k_head_bytes (v
+  // likewise), cell j at j * k_stride further. Without `part`, every head of every sequence not
+  // marked in mla_decompressed_ reads its KV cache (MLA: the latent row is key and value). With
+  // it, only heads [h_begin, h_end) of one sequence's tokens, one query head per key head, from
+  // rows the caller decompressed (head h_begin at the rows' start).
+  struct KvRows {
+    const std::byte* k = nullptr;
+    size_t k_stride = 0, k_head_bytes = 0;
+    const std::byte* v = nullptr;
+    size_t v_stride = 0, v_head_bytes = 0;
+  };
+  struct AttnPart {
+    int64_t h_begin = 0, h_end = 0;
+    int32_t seq = 0;
+    KvRows rows;
+  };
   void attend(int64_t il, int64_t n, const float* q, int64_t q_stride, int64_t q_head_stride,
-              int64_t k_len, int64_t v_len, float* out, int64_t out_stride, int64_t out_head_stride);
+              int64_t k_len, int64_t v_len, float* out, int64_t out_stride, int64_t out_head_stride,
+              const AttnPart* part = nullptr);
   void ffn_dense(const Tensor& gate, const Tensor& up, const Tensor& down, int64_t n, float* out);
   void ffn_moe(int64_t il, int64_t n, float* out);
   void route(int64_t il, int64_t n);
@@ -187,6 +209,16 @@ class LlamaSession final : public Session {
   int64_t attn_tile_tokens_ = 1;  // query tokens of one sequence per pass over the cells
   int64_t attn_tile_cells_ = 0;   // KV cells per pass (0: from the row size, attention.cpp)
   std::vector<int64_t> attn_tiles_;  // the current batch's tiles: first token of each, then n
+  // MLA prefill, decompressed form (SessionOptions::mla_decompress_*): per sequence of the batch,
+  // whether it takes that form; the F16 key rows [nope | rope] then value rows of mla_heads_ heads
+  // over the whole context; the round's weights as F16 rows of kv_lora values (attn_k_b[h]
+  // transposed, then attn_v_b[h]); a chunk of cells' products; one head's attn_k_b in F32 and one
+  // row of kv_lora floats, to transpose and round them.
+  std::vector<uint8_t> mla_decompressed_;
+  int64_t mla_heads_ = 0;  // heads per round (0: the form is off for this session)
+  int64_t mla_min_cells_ = 0, mla_min_tokens_ = 0, mla_chunk_cells_ = 0;
+  io::AlignedBuffer mla_rows_, mla_w16_;
+  std::vector<float> mla_latent_, mla_prod_, mla_wk_;
 };
 
 }  // namespace sluice::core
