@@ -99,7 +99,7 @@ struct PolicyOptions {
   double predict_profile_tokens = 8;       // predict: weight of the profile's frequencies, in tokens
   bool predict_next_token = true;          // predict: score the next visit with token-to-token transitions
   uint32_t lookahead_tokens = 2;           // lookahead: tokens of routing seen beyond the current one
-  double adaptive_half_life_tokens = 64;   // adaptive: a candidate's shadow hits halve every this many tokens
+  double adaptive_half_life_tokens = 32;   // adaptive: a candidate's shadow hits halve every this many tokens
 };
 
 // Names: lru, lfu, lru-quota, freq, hot-pin, predict, adaptive, belady, lookahead (belady and
