@@ -202,16 +202,16 @@ TEST_CASE("the shard cache makes the same hits with adaptive as the simulator") 
 
 TEST_CASE("on both shared traces adaptive is within 1 point of every fixed policy at 10% and 25%") {
   // Missing shared traces fail the case (reference data is part of the test set-up).
-  for (const char* name : {"mixtral-8x7b.trace", "flame-moe-290m.trace"}) {
-    sluice::test::require_file(trace_path(name));
-    const Trace t = read_trace(trace_path(name));
+  for (const std::string name : {"mixtral-8x7b.trace", "flame-moe-290m.trace"}) {
+    sluice::test::require_file(trace_path(name.c_str()));
+    const Trace t = read_trace(trace_path(name.c_str()));
     for (double f : {0.10, 0.25}) {
       const uint64_t cap = static_cast<uint64_t>(f * t.n_shards());
       const double adaptive = evaluate_policy(t, "adaptive", cap).hit_rate();
       CAPTURE(name);
       CAPTURE(f);
       CAPTURE(adaptive);
-      for (const char* fixed : {"lru", "lfu", "lru-quota", "freq"}) {
+      for (const std::string fixed : {"lru", "lfu", "lru-quota", "freq"}) {
         const double h = evaluate_policy(t, fixed, cap).hit_rate();
         CAPTURE(fixed);
         CAPTURE(h);
