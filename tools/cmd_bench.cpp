@@ -387,7 +387,7 @@ int cmd_bench_model(int argc, char** argv) {
       ("b,batch-size", "prefill batch size", cxxopts::value<int64_t>()->default_value("512"))
       ("t,threads", "worker threads", cxxopts::value<unsigned>()->default_value("2"))
       ("io", "IO backend: auto, uring or pread", cxxopts::value<std::string>()->default_value("auto"))
-      ("policy", "expert cache eviction policy", cxxopts::value<std::string>()->default_value("lru"))
+      ("policy", "expert cache eviction policy (adaptive, lru, lfu, lru-quota, freq, hot-pin, predict)", cxxopts::value<std::string>()->default_value("adaptive"))
       (kRouteFlag, kRouteFlagHelp, cxxopts::value<std::string>()->default_value("exact"))
       ("gpu", "use the first CUDA GPU (VRAM tier above the RAM cache)")
       ("vram", "VRAM for --gpu (e.g. 20G; default: free VRAM minus a margin)", cxxopts::value<std::string>())
