@@ -20,6 +20,7 @@
 // order of `candidates`. Everything is sized in reset(); ghosts do not allocate per access.
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 
 #include "cache/eviction_policy.h"
 #include "common/error.h"
@@ -123,7 +124,6 @@ class AdaptivePolicy final : public EvictionPolicy {
   std::string_view name() const override { return "adaptive"; }
 
   void reset(const PolicyGeometry& g) override {
-    n_expert_ = g.n_expert;
     for (auto& p : real_) p->reset(g);
     for (auto& gh : ghosts_) gh.reset(g);
     std::fill(score_.begin(), score_.end(), 0.0);
@@ -184,7 +184,6 @@ class AdaptivePolicy final : public EvictionPolicy {
   }
 
   double growth_;
-  uint32_t n_expert_ = 0;
   std::vector<std::unique_ptr<EvictionPolicy>> real_;
   std::vector<Ghost> ghosts_;
   std::vector<double> score_;  // decayed shadow hits, in units of weight_
