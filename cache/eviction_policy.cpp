@@ -5,8 +5,8 @@
 namespace sluice::cache {
 
 const std::vector<std::string>& policy_names() {
-  static const std::vector<std::string> kNames = {"lru",     "lfu",     "lru-quota", "freq",
-                                                  "hot-pin", "predict", "belady", "lookahead"};
+  static const std::vector<std::string> kNames = {"lru",     "lfu",      "lru-quota", "freq",     "hot-pin",
+                                                  "predict", "adaptive", "belady",    "lookahead"};
   return kNames;
 }
 
@@ -27,6 +27,7 @@ std::unique_ptr<EvictionPolicy> make_policy(std::string_view name, const PolicyO
   }
   if (name == "predict") return make_predict_policy(options.profile, options.predict_freq_weight, options.predict_horizon,
                                options.predict_profile_tokens, options.predict_next_token);
+  if (name == "adaptive") return make_adaptive_policy(options);
   if (name == "belady") {
     if (options.future.empty()) {
       throw Error(ErrorCode::invalid_argument,

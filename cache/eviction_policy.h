@@ -99,10 +99,19 @@ struct PolicyOptions {
   double predict_profile_tokens = 8;       // predict: weight of the profile's frequencies, in tokens
   bool predict_next_token = true;          // predict: score the next visit with token-to-token transitions
   uint32_t lookahead_tokens = 2;           // lookahead: tokens of routing seen beyond the current one
+  double adaptive_half_life_tokens = 32;   // adaptive: a candidate's shadow hits halve every this many tokens
 };
 
-// Names: lru, lfu, lru-quota, freq, hot-pin, predict, belady, lookahead (belady and lookahead are
-// clairvoyant bounds for the simulator).
+// Names: lru, lfu, lru-quota, freq, hot-pin, predict, adaptive, belady, lookahead (belady and
+// lookahead are clairvoyant bounds for the simulator).
+//
+// adaptive (policy_adaptive.cpp) runs lru, lfu, lru-quota, freq and predict side by side, each
+// made by make_policy with the same options (so predict uses `profile` when one is given, and
+// learns online only without). Every candidate simulates its own metadata-only cache of
+// capacity_slots shards on the access stream, exactly as cache_simulator.h replays a trace; its
+// hits there, halving every adaptive_half_life_tokens tokens, are its score. choose_victim goes
+// to the best-scoring candidate, ranking the real candidates with a second instance of it that
+// sees the real cache's events. It costs the five candidates' bookkeeping twice over.
 // Throws Error(invalid_argument) for an unknown name listing the known ones, and for hot-pin
 // without a profile or belady without a future.
 std::unique_ptr<EvictionPolicy> make_policy(std::string_view name, const PolicyOptions& options = {});
@@ -119,7 +128,20 @@ std::unique_ptr<EvictionPolicy> make_freq_policy(double lambda);
 std::unique_ptr<EvictionPolicy> make_hot_pin_policy(const ExpertProfile& profile, double hot_fraction);
 std::unique_ptr<EvictionPolicy> make_predict_policy(const ExpertProfile* profile, double freq_weight,
                                                     uint32_t horizon, double profile_tokens, bool next_token = true);
+std::unique_ptr<EvictionPolicy> make_adaptive_policy(const PolicyOptions& options);
 std::unique_ptr<EvictionPolicy> make_belady_policy(std::span<const ShardKey> future);
 std::unique_ptr<EvictionPolicy> make_lookahead_policy(std::span<const ShardKey> future, uint32_t window_tokens);
+
+// What an adaptive policy has seen: its candidates in tie-break order, each one's shadow hits
+// since reset and decayed score, and the index of the candidate choose_victim follows now.
+// Completes the step in progress (the shadow caches take whole steps): call it between tokens.
+// Throws Error(invalid_argument) for a policy other than adaptive.
+struct AdaptiveStatus {
+  std::vector<std::string> candidates;
+  std::vector<uint64_t> shadow_hits;
+  std::vector<double> scores;
+  size_t leader = 0;
+};
+AdaptiveStatus adaptive_status(EvictionPolicy& policy);
 
 }  // namespace sluice::cache

@@ -1,4 +1,4 @@
-// LRU: evict the candidate whose last use (or load) is oldest. The default policy.
+// LRU: evict the candidate whose last use (or load) is oldest.
 #include <limits>
 
 #include "cache/eviction_policy.h"

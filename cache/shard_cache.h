@@ -70,7 +70,7 @@ namespace sluice::cache {
 
 struct ShardCacheOptions {
   uint64_t budget_bytes = 0;  // the expert cache's share of --budget; the arena never exceeds it
-  std::string policy = "lru";
+  std::string policy = "adaptive";  // docs/results.md, "Eviction policies against belady"
   PolicyOptions policy_options;
   // Checksums come with the layout (TensorSlice::digests, from core::ShardIndex). This optional
   // hook runs on every landed shard after them; throw sluice::Error to reject the shard.

@@ -32,7 +32,8 @@ struct TuneBudget {
 
 struct TuneOptions {
   std::vector<std::string> budgets = {"5%", "10%", "25%", "50%"};
-  std::vector<std::string> policies = {"lru", "lfu", "lru-quota", "freq", "hot-pin", "predict", "belady", "lookahead"};
+  std::vector<std::string> policies = {"lru", "lfu", "lru-quota", "freq", "hot-pin", "predict", "adaptive", "belady",
+                                       "lookahead"};
   uint64_t shard_bytes = 0;      // one expert's gate+up+down bytes; 0: unknown
   uint64_t resident_bytes = 0;   // non-expert weights kept in RAM (count against the budget)
   double disk_gbps = 3.0;

@@ -79,7 +79,7 @@ struct EngineOptions {
   unsigned threads = 1;
   SessionOptions session;
   io::IoOptions io;
-  std::string policy = "lru";
+  std::string policy = "adaptive";
   // --verify (core/gguf/shard_index.h, VerifyMode): verify every landed shard against the model's
   // shard index (sluice index). A stale index is an error; a missing one adds a notice.
   bool verify = true;

@@ -388,7 +388,7 @@ int cmd_bench_model(int argc, char** argv) {
       ("b,batch-size", "prefill batch size", cxxopts::value<int64_t>()->default_value("512"))
       ("t,threads", "worker threads", cxxopts::value<unsigned>()->default_value("2"))
       ("io", "IO backend: auto, uring or pread", cxxopts::value<std::string>()->default_value("auto"))
-      ("policy", "expert cache eviction policy", cxxopts::value<std::string>()->default_value("lru"))
+      ("policy", "expert cache eviction policy (adaptive, lru, lfu, lru-quota, freq, hot-pin, predict)", cxxopts::value<std::string>()->default_value("adaptive"))
       (kRouteFlag, kRouteFlagHelp, cxxopts::value<std::string>()->default_value("exact"))
       (kMlaAttnFlag, kMlaAttnFlagHelp, cxxopts::value<std::string>()->default_value("auto"))
       ("gpu", "use the first CUDA GPU (VRAM tier above the RAM cache)")

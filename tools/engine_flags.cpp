@@ -29,7 +29,7 @@ void add_engine_flags(cxxopts::Options& options, const EngineFlagSet& set) {
       ("mmap", "with --in-core: use the weights in place in the page cache (a read-only mapping of the file)")
       ("no-mmap", "with --in-core: read the weights into sluice's own memory")
       ("io", "IO backend: auto, uring or pread", cxxopts::value<std::string>()->default_value("auto"))
-      ("policy", "expert cache eviction policy (lru, lfu, lru-quota, freq, hot-pin, predict)", cxxopts::value<std::string>()->default_value("lru"))
+      ("policy", "expert cache eviction policy (adaptive, lru, lfu, lru-quota, freq, hot-pin, predict)", cxxopts::value<std::string>()->default_value("adaptive"))
       (kRouteFlag, kRouteFlagHelp, cxxopts::value<std::string>()->default_value("exact"))
       (kVerifyFlag, kVerifyFlagHelp, cxxopts::value<std::string>()->default_value("on"));
   if (set.widen_f16) options.add_options()("widen-f16", "convert F16 weights to F32 at load");
