@@ -109,19 +109,19 @@ TEST_CASE("MLA's automatic form leaves batches under 1,024 cells bit-identical t
     core::InCoreExpertSource experts(model);
     core::LlamaSession s(model, experts, pool, o);
     std::vector<float> out;
-    for (size_t i = 0; i < prompt.size(); i += 128) {
-      const size_t n = std::min<size_t>(128, prompt.size() - i);
+    for (size_t i = 0; i < prompt.size(); i += 256) {
+      const size_t n = std::min<size_t>(256, prompt.size() - i);
       auto rows = s.forward({prompt.data() + i, n}, static_cast<int64_t>(i));
       out.insert(out.end(), rows.begin(), rows.end());
     }
     return out;
   };
-  const auto absorbed = prefill(absorbed_options(1280, 128));
-  const auto automatic = prefill({.n_ctx = 1280, .n_batch = 128});  // the defaults: 1,024 cells, 128 tokens
+  const auto absorbed = prefill(absorbed_options(1280, 256));
+  const auto automatic = prefill({.n_ctx = 1280, .n_batch = 256});  // the defaults: 1,024 cells, 256 tokens
   REQUIRE(absorbed.size() == automatic.size());
-  // Batches of 128: the first seven end at or before cell 896; the eighth reaches 1,024 cells.
-  CHECK(memcmp_equal(absorbed.data(), automatic.data(), static_cast<size_t>(896 * V)));
-  CHECK_FALSE(memcmp_equal(absorbed.data() + 896 * V, automatic.data() + 896 * V, static_cast<size_t>(128 * V)));
+  // Batches of 256: the first three end at or before cell 768; the fourth reaches 1,024 cells.
+  CHECK(memcmp_equal(absorbed.data(), automatic.data(), static_cast<size_t>(768 * V)));
+  CHECK_FALSE(memcmp_equal(absorbed.data() + 768 * V, automatic.data() + 768 * V, static_cast<size_t>(256 * V)));
 }
 
 TEST_CASE("a batch mixing a decompressed MLA prompt with an absorbed sequence gives each its single-sequence logits") {

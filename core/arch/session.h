@@ -77,9 +77,11 @@ struct SessionOptions {
   // a sequence with at least mla_decompress_tokens tokens in a batch, attending at least
   // mla_decompress_cells cells, decompresses its keys and values per head (attn_k_b, attn_v_b) and
   // attends them as multi-head attention: about 3x fewer operations than the absorbed form on a
-  // long prompt, in another order than llama.cpp's (which always absorbs). -1 cells: never.
+  // long prompt, in another order than llama.cpp's (which always absorbs). -1 cells: never. The
+  // decompression costs 2 x kv_lora x 128 products per (cell, head) per batch: from about 256
+  // tokens a batch saves more than that (768 products per query and cell).
   int64_t mla_decompress_cells = 1024;
-  int64_t mla_decompress_tokens = 128;
+  int64_t mla_decompress_tokens = 256;
   // Routing (core/experts/cache_aware_routing.h): exact (the default) or cache-aware, which
   // changes results wherever an expert it would route to is not in RAM.
   RoutePolicy route{};
