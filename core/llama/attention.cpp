@@ -255,18 +255,24 @@ void LlamaSession::attend(int64_t il, int64_t n, const float* q, int64_t q_strid
         const int64_t pass = nt == 1 ? max_vis : cells;
         // Scores: each tile of key rows (widened once per token for the block's heads) serves every
         // token that sees it; each score is still vec_dot's of the same q and k rows.
+        // With one head per block, kAttnHeadBlock tokens share a call (the kernels' query tile), up
+        // to the last one's visible cells: an earlier token's scores past its own are computed
+        // and then masked below, each score still the same dot.
+        const int64_t step = block == 1 ? kAttnHeadBlock : 1;
         for (int64_t j0 = 0; j0 < max_vis; j0 += pass) {
-          for (int64_t i = 0; i < nt; ++i) {
-            const int64_t j1 = std::min(j0 + pass, n_vis(i));
+          for (int64_t i = 0; i < nt; i += step) {
+            const int64_t i1 = std::min(nt, i + step);
+            const int64_t j1 = std::min(j0 + pass, n_vis(i1 - 1));
             if (j1 <= j0) continue;
+            const size_t n_rows = sz((i1 - i) * block);
             float* tile_scores[kAttnHeadBlock];
-            for (int64_t b = 0; b < block; ++b) tile_scores[b] = score_row(i * block + b) + j0;
+            for (size_t r = 0; r < n_rows; ++r) tile_scores[r] = score_row(i * block + static_cast<int64_t>(r)) + j0;
             if (tinyblas_kq)
-              kernels::dot_f16_rows_tinyblas(k_row(j0), rows.k_stride, j1 - j0, k_len,
-                                             {q16 + i * block, sz(block)}, {tile_scores, sz(block)});
+              kernels::dot_f16_rows_tinyblas(k_row(j0), rows.k_stride, j1 - j0, k_len, {q16 + i * block, n_rows},
+                                             {tile_scores, n_rows});
             else
-              kernels::dot_f16_rows(k_row(j0), rows.k_stride, j1 - j0, k_len, {q16 + i * block, sz(block)},
-                                    {tile_scores, sz(block)});
+              kernels::dot_f16_rows(k_row(j0), rows.k_stride, j1 - j0, k_len, {q16 + i * block, n_rows},
+                                    {tile_scores, n_rows});
           }
         }
         // The softmax sees each query row's whole score row; ggml rounds kq to F16 for an F16 V.

@@ -18,7 +18,7 @@ size_t align_up(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 size_t sz(int64_t n) { return static_cast<size_t>(std::max<int64_t>(n, 0)); }
 // MLA's decompressed prefill: bytes of decompressed key and value rows held at once (heads per
 // round follow from the context), and latent rows per decompression product.
-constexpr size_t kMlaRowsBytes = size_t{64} << 20;
+constexpr size_t kMlaRowsBytes = size_t{32} << 20;
 constexpr int64_t kMlaChunkCells = 64;
 
 int64_t default_ctx(const ModelConfig& c, int64_t n_ctx) {
@@ -153,8 +153,8 @@ struct LlamaSession::Sizes {
     z.slots = z.slot_bytes * sz(z.n_slots);
     // MLA's decompressed prefill form: keys and values of as many heads as kMlaRowsBytes holds (at
     // least one) over the whole context, and the chunked products that fill them.
-    if (c.is_mla() && o.kv_type == GgmlType::F16 && B >= 2 && o.mla_decompress_cells >= 0 &&
-        o.mla_decompress_cells <= n_ctx) {
+    if (c.is_mla() && o.kv_type == GgmlType::F16 && B >= std::max<int64_t>(2, o.mla_decompress_tokens) &&
+        o.mla_decompress_cells >= 0 && o.mla_decompress_cells <= n_ctx) {
       const int64_t N = c.qk_nope, R = c.qk_rope, L = c.kv_lora_rank, V = c.v_head_dim;
       const size_t head_bytes = align_up(sz(n_ctx * (N + R)) * 2) + align_up(sz(n_ctx * V) * 2);
       z.mla_heads = std::clamp<int64_t>(static_cast<int64_t>(kMlaRowsBytes / head_bytes), 1, c.n_head);
