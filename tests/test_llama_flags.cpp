@@ -93,3 +93,18 @@ TEST_CASE("sluice serve takes llama-server's -np and -ctk/-ctv") {
   CHECK(err.find("2 slots of 128 tokens") != std::string::npos);
   CHECK(err.find("KV cache 960.0 KiB") != std::string::npos);  // 2 slots x 128 tokens x f32
 }
+
+TEST_CASE("sluice run and bench refuse an unknown --mla-attn form in one line, and run takes each form") {
+  for (const std::string cmd : {"run -m '" + model() + "' -p x -n 1", "bench -m '" + model() + "' --probe-seconds 0"}) {
+    const auto bad = test::run_sluice(cmd + " --mla-attn fast");
+    CHECK(bad.exit_code == 1);
+    CHECK(bad.err.find("--mla-attn 'fast': give auto, absorbed or decompressed") != std::string::npos);
+    CHECK(std::count(bad.err.begin(), bad.err.end(), '\n') == 1);
+  }
+  for (const char* form : {"auto", "absorbed", "decompressed"}) {
+    CAPTURE(form);
+    const auto r = test::run_sluice("run -m '" + model() + "' -p 'The quick brown fox' -n 4 -c 128 -t 1 --mla-attn " + form);
+    CHECK(r.exit_code == 0);
+    CHECK(!r.out.empty());
+  }
+}
