@@ -69,6 +69,18 @@ class RoutingLog final : public core::RoutingObserver {
   std::map<RoutingKey, RoutingRecord> records;
 };
 
+// A prompt of n token ids spread over [0, n_vocab) by a seeded LCG (default: the tiled-attention
+// tests' seed).
+inline std::vector<int32_t> long_prompt(int64_t n_vocab, size_t n, uint64_t seed = 0x9e3779b97f4a7c15ull) {
+  std::vector<int32_t> t(n);
+  uint64_t x = seed;
+  for (auto& id : t) {
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    id = static_cast<int32_t>((x >> 33) % static_cast<uint64_t>(n_vocab));
+  }
+  return t;
+}
+
 struct TeacherForced {
   std::vector<float> logits;  // [rows][n_vocab]
   RoutingLog routing;

@@ -18,16 +18,6 @@ using namespace sluice::test;
 
 constexpr int64_t kCtx = 512;
 
-// A prompt much longer than the reference one (ids spread over the vocabulary, seeded).
-std::vector<int32_t> long_prompt(int64_t n_vocab, size_t n) {
-  std::vector<int32_t> t(n);
-  uint64_t x = 0x9e3779b97f4a7c15ull;
-  for (auto& id : t) {
-    x = x * 6364136223846793005ull + 1442695040888963407ull;
-    id = static_cast<int32_t>((x >> 33) % static_cast<uint64_t>(n_vocab));
-  }
-  return t;
-}
 
 // The prompt in forward() calls of `batch` tokens, then two single-token steps; every logits row.
 std::vector<float> prefill(const core::Model& model, const std::vector<int32_t>& tokens, int64_t batch,

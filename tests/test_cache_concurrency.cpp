@@ -16,32 +16,11 @@
 
 using namespace sluice::cache;
 using sluice::test::CacheFixture;
+using sluice::test::random_trace;
 using sluice::test::TestReader;
 
 namespace {
 
-Trace random_trace(uint32_t n_layer, uint32_t n_expert, uint32_t topk, uint32_t n_token, uint32_t seed) {
-  std::mt19937 rng(seed);
-  Trace t;
-  t.header = {"random", n_layer, n_expert, topk, {}};
-  t.sequences.emplace_back();
-  std::vector<uint32_t> prev(static_cast<size_t>(n_layer) * topk, 0);
-  for (uint32_t tok = 0; tok < n_token; ++tok) {
-    for (uint32_t l = 0; l < n_layer; ++l) {
-      std::vector<uint32_t> chosen;
-      while (chosen.size() < topk) {
-        // Sticky and skewed, like real routing: often repeat last token's choice, favour low ids.
-        uint32_t e = (rng() % 3 == 0) ? prev[l * topk + chosen.size()] : (rng() % n_expert) * (rng() % 2);
-        while (std::find(chosen.begin(), chosen.end(), e) != chosen.end()) e = rng() % n_expert;
-        chosen.push_back(e);
-      }
-      for (size_t k = 0; k < topk; ++k) prev[l * topk + k] = chosen[k];
-      for (uint32_t e : chosen) t.sequences[0].experts.push_back(e);
-    }
-    ++t.sequences[0].n_token;
-  }
-  return t;
-}
 
 }  // namespace
 

@@ -24,17 +24,6 @@ core::SessionOptions decompressed_options(int64_t n_ctx, int64_t n_batch) {
 
 bool memcmp_equal(const float* a, const float* b, size_t n) { return std::memcmp(a, b, n * sizeof(float)) == 0; }
 
-// A prompt of ids spread over the vocabulary (seeded).
-std::vector<int32_t> long_prompt(int64_t n_vocab, size_t n) {
-  std::vector<int32_t> t(n);
-  uint64_t x = 0x2545f4914f6cdd1dull;
-  for (auto& id : t) {
-    x = x * 6364136223846793005ull + 1442695040888963407ull;
-    id = static_cast<int32_t>((x >> 33) % static_cast<uint64_t>(n_vocab));
-  }
-  return t;
-}
-
 // Routing records of the reference run whose expert set or group set the run did not choose,
 // as (position, the record's smallest margin in router logits).
 struct Flip {
@@ -103,7 +92,7 @@ TEST_CASE("MLA's automatic form leaves batches under 1,024 cells bit-identical t
           "from there") {
   const core::Model model = core::Model::load((tiny_dir("deepseek2") / "deepseek2-q4_k_m.gguf").string());
   const int64_t V = model.config().n_vocab;
-  const auto prompt = long_prompt(V, 1100);
+  const auto prompt = long_prompt(V, 1100, 0x2545f4914f6cdd1dull);
   auto prefill = [&](core::SessionOptions o) {
     kernels::ThreadPool pool(2);
     core::InCoreExpertSource experts(model);
@@ -127,7 +116,7 @@ TEST_CASE("MLA's automatic form leaves batches under 1,024 cells bit-identical t
 TEST_CASE("a batch mixing a decompressed MLA prompt with an absorbed sequence gives each its single-sequence logits") {
   const core::Model model = core::Model::load((tiny_dir("deepseek2") / "deepseek2-q4_k_m.gguf").string());
   const int64_t V = model.config().n_vocab;
-  const auto prompt = long_prompt(V, 40);
+  const auto prompt = long_prompt(V, 40, 0x2545f4914f6cdd1dull);
   const int32_t other = prompt[7];
   auto options = decompressed_options(128, 64);
   kernels::ThreadPool pool(2);

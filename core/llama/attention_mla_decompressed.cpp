@@ -21,7 +21,6 @@ namespace sluice::core {
 
 namespace {
 size_t sz(int64_t n) { return static_cast<size_t>(n); }
-size_t align_up(size_t n) { return (n + 63) / 64 * 64; }
 // Weight rows per block of the decompression products: 128 rows of kv_lora = 512 F16 values
 // (128 KiB) stay in a core's L2 while every cell of a chunk meets them.
 constexpr int64_t kMlaRowBlock = 128;
@@ -35,8 +34,8 @@ void LlamaSession::attention_mla_decompressed(int64_t il, int64_t n) {
   const ModelConfig& c = model_.config();
   const LayerWeights& L = *layer_;
   const int64_t H = c.n_head, N = c.qk_nope, R = c.qk_rope, Lkv = c.kv_lora_rank, V = c.v_head_dim;
-  const int64_t K = N + R, NV = N + V, n_ctx = kv_[0].n_ctx();
-  const size_t k_head_bytes = align_up(sz(n_ctx * K) * 2), v_head_bytes = align_up(sz(n_ctx * V) * 2);
+  const int64_t K = N + R, NV = N + V;
+  const size_t k_head_bytes = mla_k_head_bytes_, v_head_bytes = mla_v_head_bytes_;
   std::byte* k_rows = mla_rows_.data();
   std::byte* v_rows = k_rows + sz(mla_heads_) * k_head_bytes;
   auto* w16 = reinterpret_cast<uint16_t*>(mla_w16_.data());
@@ -57,13 +56,13 @@ void LlamaSession::attention_mla_decompressed(int64_t il, int64_t n) {
         for (int64_t l = 0; l < Lkv; ++l)
           kernels::dequantize_row(wk.type, wk.data + sz(l) * wk.row_stride, mla_wk_.data() + l * N, N);
         for (int64_t i = 0; i < N; ++i) {
-          for (int64_t l = 0; l < Lkv; ++l) mla_latent_[sz(l)] = mla_wk_[sz(l * N + i)];
-          kernels::quantize_row(GgmlType::F16, mla_latent_.data(), w_row((h - h0) * N + i), Lkv);
+          for (int64_t l = 0; l < Lkv; ++l) mla_row_[sz(l)] = mla_wk_[sz(l * N + i)];
+          kernels::quantize_row(GgmlType::F16, mla_row_.data(), w_row((h - h0) * N + i), Lkv);
         }
         const kernels::WeightMatrix wv = L.wv_b.slice(h);
         for (int64_t i = 0; i < V; ++i) {
-          kernels::dequantize_row(wv.type, wv.data + sz(i) * wv.row_stride, mla_latent_.data(), Lkv);
-          kernels::quantize_row(GgmlType::F16, mla_latent_.data(), w_row(nh * N + (h - h0) * V + i), Lkv);
+          kernels::dequantize_row(wv.type, wv.data + sz(i) * wv.row_stride, mla_row_.data(), Lkv);
+          kernels::quantize_row(GgmlType::F16, mla_row_.data(), w_row(nh * N + (h - h0) * V + i), Lkv);
         }
       }
       for (int64_t j0 = 0; j0 < cells; j0 += mla_chunk_cells_) {

@@ -34,17 +34,18 @@ struct LlamaSession::Sizes {
   size_t x = 0, cur = 0, attn_out = 0, ffn_out = 0, q = 0, k = 0, v = 0, qa = 0, kva = 0, qcur = 0, kqv = 0,
          heads_out = 0, head_in = 0, head_res = 0, ffn_g = 0, ffn_u = 0, sh_out = 0, router_logits = 0,
          router_scratch = 0, route_w = 0, expert_out = 0, xe = 0, ge = 0, ue = 0, de = 0, rope_cache = 0,
-         logits = 0, exchange = 0, mla_latent = 0, mla_prod = 0, mla_wk = 0;  // floats
+         logits = 0, exchange = 0, mla_row = 0, mla_prod = 0, mla_wk = 0;  // floats
   size_t route_ids = 0, route_groups = 0, expert_list = 0, gather = 0;   // int32 (pending_: expert_list)
   size_t route_cached = 0;                                              // bytes (cache-aware routing)
-  size_t mm_scratch = 0, slots = 0, slot_bytes = 0, predictor = 0, mla_rows = 0, mla_w16 = 0;  // bytes
+  size_t mm_scratch = 0, slots = 0, slot_bytes = 0, predictor = 0, mla_rows = 0, mla_w16 = 0, mla_k_head_bytes = 0,
+         mla_v_head_bytes = 0;  // bytes
   size_t pos = 0, seqs = 0;  // per token: pos_ (int64) + seq_ (int32) + runs_ and attn_tiles_ (int64, +1 each); per sequence: 2 int64
   int64_t n_slots = 1, attn_tile_tokens = 1, attn_tile_cells = 0, mla_heads = 0, mla_chunk = 0;
 
   uint64_t bytes() const {
     uint64_t f = x + cur + attn_out + ffn_out + q + k + v + qa + kva + qcur + kqv + heads_out + head_in + head_res +
                  ffn_g + ffn_u + sh_out + router_logits + router_scratch + route_w + expert_out + xe + ge + ue + de +
-                 rope_cache + logits + exchange + mla_latent + mla_prod + mla_wk;
+                 rope_cache + logits + exchange + mla_row + mla_prod + mla_wk;
     return 4 * (f + route_ids + route_groups + 2 * expert_list + gather) + route_cached + mm_scratch + slots + predictor +
            mla_rows + mla_w16 + 8 * pos + 4 * pos + 2 * 8 * (pos + 1) + 17 * seqs;
   }
@@ -156,11 +157,13 @@ struct LlamaSession::Sizes {
     if (c.is_mla() && o.kv_type == GgmlType::F16 && B >= std::max<int64_t>(2, o.mla_decompress_tokens) &&
         o.mla_decompress_cells >= 0 && o.mla_decompress_cells <= n_ctx) {
       const int64_t N = c.qk_nope, R = c.qk_rope, L = c.kv_lora_rank, V = c.v_head_dim;
-      const size_t head_bytes = align_up(sz(n_ctx * (N + R)) * 2) + align_up(sz(n_ctx * V) * 2);
+      z.mla_k_head_bytes = align_up(sz(n_ctx * (N + R)) * 2);
+      z.mla_v_head_bytes = align_up(sz(n_ctx * V) * 2);
+      const size_t head_bytes = z.mla_k_head_bytes + z.mla_v_head_bytes;
       z.mla_heads = std::clamp<int64_t>(static_cast<int64_t>(kMlaRowsBytes / head_bytes), 1, c.n_head);
       z.mla_rows = head_bytes * sz(z.mla_heads);
       z.mla_chunk = std::min<int64_t>(kMlaChunkCells, B);
-      z.mla_latent = sz(L);
+      z.mla_row = sz(L);
       z.mla_prod = sz(z.mla_chunk * z.mla_heads * (N + V));
       z.mla_w16 = sz(z.mla_heads * (N + V) * L) * 2;
       z.mla_wk = sz(N * L);
@@ -234,11 +237,13 @@ LlamaSession::LlamaSession(const Model& model, ExpertSource& experts, kernels::T
   mla_decompressed_.resize(z.seqs);
   mla_heads_ = z.mla_heads;
   mla_chunk_cells_ = z.mla_chunk;
+  mla_k_head_bytes_ = z.mla_k_head_bytes;
+  mla_v_head_bytes_ = z.mla_v_head_bytes;
   mla_min_cells_ = o.mla_decompress_cells;
   mla_min_tokens_ = std::max<int64_t>(2, o.mla_decompress_tokens);
   mla_rows_ = io::AlignedBuffer(z.mla_rows);
   mla_w16_ = io::AlignedBuffer(z.mla_w16);
-  mla_latent_.resize(z.mla_latent);
+  mla_row_.resize(z.mla_row);
   mla_prod_.resize(z.mla_prod);
   mla_wk_.resize(z.mla_wk);
   if (o.prefetch_depth > 0 && model.config().n_expert > 0) predictor_ = std::make_unique<ExpertPredictor>(model, o.prefetch_depth, pool.size());

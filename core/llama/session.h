@@ -217,8 +217,9 @@ class LlamaSession final : public Session {
   std::vector<uint8_t> mla_decompressed_;
   int64_t mla_heads_ = 0;  // heads per round (0: the form is off for this session)
   int64_t mla_min_cells_ = 0, mla_min_tokens_ = 0, mla_chunk_cells_ = 0;
+  size_t mla_k_head_bytes_ = 0, mla_v_head_bytes_ = 0;  // one head's key (value) rows over the context
   io::AlignedBuffer mla_rows_, mla_w16_;
-  std::vector<float> mla_latent_, mla_prod_, mla_wk_;
+  std::vector<float> mla_row_, mla_prod_, mla_wk_;
 };
 
 }  // namespace sluice::core
