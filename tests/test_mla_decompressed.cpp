@@ -59,7 +59,8 @@ double max_diff_before(const Manifest& m, const TeacherForced& run, int64_t end)
 // routing record either form chose differently from llama.cpp has a margin under 0.01 router
 // logits (a different rounding may flip those; README of the reference data); over the prompt
 // rows before the first such record, the decompressed form's largest |logit diff| is at most
-// 1.5x the absorbed form's plus 0.02; the greedy continuation is llama.cpp's.
+// 1.5x the absorbed form's plus 0.02; the greedy continuation is llama.cpp's wherever llama.cpp's
+// margin is above twice the absorbed form's largest difference.
 TEST_CASE("MLA's decompressed prefill stays as close to llama.cpp's logits as the absorbed form on every deepseek2 "
           "reference model") {
   for (const char* variant : {"f16", "q8_0", "q4_k_m", "q2_k", "iq1_s", "iq2_xxs", "iq3_xxs", "iq4_xs", "tq1_0"}) {
@@ -84,7 +85,17 @@ TEST_CASE("MLA's decompressed prefill stays as close to llama.cpp's logits as th
     MESSAGE("deepseek2-" << std::string(variant) << ": max |logit diff| to llama.cpp over " << end
                          << " prompt rows: absorbed " << a << ", decompressed " << d << "; routing flips:" << flips_text);
     CHECK(d <= 1.5 * a + 0.02);
-    CHECK(compare(m, decompressed).tokens_equal == static_cast<int>(m.gen.size()));
+    // Greedy: llama.cpp's token wherever its top1-top2 margin is above 2x the absorbed form's largest
+    // |logit diff| (below that, two logits each off by that much may trade places in either form).
+    for (size_t g = 0; g < m.gen.size(); ++g) {
+      const float* row = decompressed.logits.data() + (m.prompt.size() - 1 + g) * static_cast<size_t>(m.n_vocab);
+      const int64_t top = argmax(row, m.n_vocab);
+      if (top == m.gen[g]) continue;
+      const double margin = m.json["steps"][g]["margin_top1_top2"].get<double>();
+      MESSAGE("greedy step " << g << ": " << top << " instead of " << m.gen[g] << " (llama.cpp's margin " << margin
+                             << ", ours " << row[top] - row[m.gen[g]] << " the other way)");
+      CHECK(margin < 2 * a);
+    }
   }
 }
 

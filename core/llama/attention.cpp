@@ -139,15 +139,14 @@ void LlamaSession::attention_mla(int64_t il, int64_t n) {
 
 void LlamaSession::attend(int64_t il, int64_t n, const float* q, int64_t q_stride,
                      int64_t q_head_stride, int64_t k_len, int64_t v_len, float* out, int64_t out_stride,
-                     int64_t out_head_stride, const AttnPart* part) {
+                     int64_t out_head_stride) {
   const ModelConfig& c = model_.config();
-  const int64_t h_begin = part ? part->h_begin : 0, h_end = part ? part->h_end : c.n_head;
-  const int64_t group = part ? 1 : c.is_mla() ? c.n_head : c.n_head / c.n_head_kv;
+  const int64_t group = c.is_mla() ? c.n_head : c.n_head / c.n_head_kv;
   const GgmlType kt = kv_[0].type();
   const GgmlType qt = kernels::vec_dot_type(kt);
   const size_t es = kv_[0].elem_bytes();
   const int64_t n_ctx = kv_[0].n_ctx();
-  const bool mla = c.is_mla() && !part;
+  const bool mla = c.is_mla();
   const bool f32 = kt == GgmlType::F32;
   const float kq_scale = c.kq_scale;
   // The cache is F32 or F16 (KvCache refuses the rest). An F16 cache takes the heads of one KV
@@ -155,12 +154,11 @@ void LlamaSession::attend(int64_t il, int64_t n, const float* q, int64_t q_strid
   // 64 heads share one latent row). Every output element still sums the same products in the
   // same order over the cells.
   const int64_t block = !f32 && group % kAttnHeadBlock == 0 ? kAttnHeadBlock : 1;
-  const int64_t head_blocks = (h_end - h_begin) / block;
+  const int64_t head_blocks = c.n_head / block;
   // Tiles: up to attn_tile_tokens_ consecutive tokens of one sequence (1 for an F32 cache), whose
   // query rows share every pass over the cells. A prefill then reads the layer's cache once per
-  // (tile, head block) instead of once per (token, head block): the cost was that traffic. A part
-  // (one head per block) fills the slot's rows with that many times more tokens.
-  const int64_t tile_tokens = part ? attn_tile_tokens_ * kAttnHeadBlock : attn_tile_tokens_;
+  // (tile, head block) instead of once per (token, head block): the cost was that traffic.
+  const int64_t tile_tokens = attn_tile_tokens_;
   int64_t n_tiles = 0;
   for (int64_t t = 0; t < n; ++t)
     if (t == 0 || seq_[sz(t)] != seq_[sz(t - 1)] || t - attn_tiles_[sz(n_tiles - 1)] == tile_tokens)
@@ -189,12 +187,11 @@ void LlamaSession::attend(int64_t il, int64_t n, const float* q, int64_t q_strid
       float* lanes_base = reinterpret_cast<float*>(reinterpret_cast<std::byte*>(vcol) + scores_bytes);
       float* lanes_scratch = lanes_base + rows * lanes_floats;
       for (int64_t u = slot; u < n_units; u += n_slots) {
-        // A part goes head by head, so that a slot's next units read the same decompressed rows.
-        const int64_t tile = part ? u % n_tiles : u / head_blocks;
+        const int64_t tile = u / head_blocks;
         const int64_t t0 = attn_tiles_[sz(tile)], t1 = attn_tiles_[sz(tile + 1)];
-        const int64_t nt = t1 - t0, h0 = h_begin + (part ? u / n_tiles : u % head_blocks) * block;
-        const int64_t kvh = (h0 - h_begin) / group;
-        if (part ? seq_[sz(t0)] != part->seq : mla_decompressed_[sz(seq_[sz(t0)])] != 0) continue;
+        const int64_t nt = t1 - t0, h0 = (u % head_blocks) * block;
+        const int64_t kvh = h0 / group;
+        if (mla_decompressed_[sz(seq_[sz(t0)])] != 0) continue;  // attention_mla_decompressed's
         auto n_vis = [&](int64_t i) { return pos_[sz(t0 + i)] + 1; };  // causal: token t0 + i of the tile
         // Per sequence, as a single-sequence pass of its tokens would: llama.cpp attends over n_kv
         // cells, the used cells rounded up to its padding, capped by the cache size; masked cells
@@ -203,13 +200,12 @@ void LlamaSession::attend(int64_t il, int64_t n, const float* q, int64_t q_strid
         const KvCache& kv = kv_[s];
         const int64_t used = seq_used_[s];
         const int64_t n_kv = std::min(n_ctx, std::max(kKvPad, (used + kKvPad - 1) / kKvPad * kKvPad));
-        const KvRows rows = part ? part->rows
-                                 : KvRows{kv.k(il, 0), kv.k_row_bytes(), sz(k_len) * es, mla ? kv.k(il, 0) : kv.v(il, 0),
-                                          mla ? kv.k_row_bytes() : kv.v_row_bytes(), mla ? 0 : sz(v_len) * es};
-        const std::byte* k_base = rows.k + sz(kvh) * rows.k_head_bytes;
-        const std::byte* v_base = rows.v + sz(kvh) * rows.v_head_bytes;
-        auto k_row = [&](int64_t j) { return k_base + sz(j) * rows.k_stride; };
-        auto v_row = [&](int64_t j) { return v_base + sz(j) * rows.v_stride; };
+        // MLA: the latent row is key and value (its first kv_lora values).
+        const std::byte* k_base = kv.k(il, 0) + sz(kvh) * sz(k_len) * es;
+        const std::byte* v_base = mla ? kv.k(il, 0) : kv.v(il, 0) + sz(kvh) * sz(v_len) * es;
+        const size_t k_stride = kv.k_row_bytes(), v_stride = mla ? kv.k_row_bytes() : kv.v_row_bytes();
+        auto k_row = [&](int64_t j) { return k_base + sz(j) * k_stride; };
+        auto v_row = [&](int64_t j) { return v_base + sz(j) * v_stride; };
         auto score_row = [&](int64_t r) { return reinterpret_cast<float*>(base + sz(r) * scores_bytes); };
         // ggml's mul_mat sees this sequence's tokens as >= 2 activation rows: llamafile's tinyBLAS
         // takes kq x V (F32 cache), and for an F16 cache both K q and V^T kq once the activation is
@@ -268,10 +264,10 @@ void LlamaSession::attend(int64_t il, int64_t n, const float* q, int64_t q_strid
             float* tile_scores[kAttnHeadBlock];
             for (size_t r = 0; r < n_rows; ++r) tile_scores[r] = score_row(i * block + static_cast<int64_t>(r)) + j0;
             if (tinyblas_kq)
-              kernels::dot_f16_rows_tinyblas(k_row(j0), rows.k_stride, j1 - j0, k_len, {q16 + i * block, n_rows},
+              kernels::dot_f16_rows_tinyblas(k_row(j0), k_stride, j1 - j0, k_len, {q16 + i * block, n_rows},
                                              {tile_scores, n_rows});
             else
-              kernels::dot_f16_rows(k_row(j0), rows.k_stride, j1 - j0, k_len, {q16 + i * block, n_rows},
+              kernels::dot_f16_rows(k_row(j0), k_stride, j1 - j0, k_len, {q16 + i * block, n_rows},
                                     {tile_scores, n_rows});
           }
         }
@@ -287,7 +283,6 @@ void LlamaSession::attend(int64_t il, int64_t n, const float* q, int64_t q_strid
           else
             std::fill(outs[r], outs[r] + v_len, 0.0f);
         }
-        const size_t v_stride = rows.v_stride;
         if (tinyblas_kqv) {
           // tinyBLAS sums every cell up to n_kv, those a query row does not see with weight +0
           // (its softmax gave exactly 0 there): fma(v, +0, acc) leaves acc as it is. So every query

@@ -126,25 +126,8 @@ class LlamaSession final : public Session {
   // The scores, the softmax and each output's sum over the cells are computed exactly as one
   // token at a time would: every output is bit-identical for any tiling.
   //
-  // Key and value rows: KV head kvh of a sequence's rows start at k + kvh * k_head_bytes (v
-  // likewise), cell j at j * k_stride further. Without `part`, every head of every sequence not
-  // marked in mla_decompressed_ reads its KV cache (MLA: the latent row is key and value). With
-  // it, only heads [h_begin, h_end) of one sequence's tokens, one query head per key head, from
-  // rows the caller decompressed (head h_begin at the rows' start).
-  struct KvRows {
-    const std::byte* k = nullptr;
-    size_t k_stride = 0, k_head_bytes = 0;
-    const std::byte* v = nullptr;
-    size_t v_stride = 0, v_head_bytes = 0;
-  };
-  struct AttnPart {
-    int64_t h_begin = 0, h_end = 0;
-    int32_t seq = 0;
-    KvRows rows;
-  };
   void attend(int64_t il, int64_t n, const float* q, int64_t q_stride, int64_t q_head_stride,
-              int64_t k_len, int64_t v_len, float* out, int64_t out_stride, int64_t out_head_stride,
-              const AttnPart* part = nullptr);
+              int64_t k_len, int64_t v_len, float* out, int64_t out_stride, int64_t out_head_stride);
   void ffn_dense(const Tensor& gate, const Tensor& up, const Tensor& down, int64_t n, float* out);
   void ffn_moe(int64_t il, int64_t n, float* out);
   void route(int64_t il, int64_t n);
@@ -210,16 +193,22 @@ class LlamaSession final : public Session {
   int64_t attn_tile_cells_ = 0;   // KV cells per pass (0: from the row size, attention.cpp)
   std::vector<int64_t> attn_tiles_;  // the current batch's tiles: first token of each, then n
   // MLA prefill, decompressed form (SessionOptions::mla_decompress_*): per sequence of the batch,
-  // whether it takes that form; the F16 key rows [nope | rope] then value rows of mla_heads_ heads
-  // over the whole context; the round's weights as F16 rows of kv_lora values (attn_k_b[h]
-  // transposed, then attn_v_b[h]); a chunk of cells' products; one head's attn_k_b in F32 and one
-  // row of kv_lora floats, to transpose and round them.
+  // whether it takes that form; mla_heads_ heads' key blocks, then their value rows, over the whole
+  // context (kernels/key_block_attention.h's layouts); the round's weights in F32, [kv_lora][qk_nope
+  // + v_head_dim] per head; the batch's tokens of one sequence; and per slot (thread) a chunk's
+  // input blocks, a query tile's scores, each query's softmax state and one row of kv_lora floats.
+  static constexpr int64_t kMlaChunkCells = 128;  // cells decompressed per unit (their input blocks: 256 KiB)
+  static constexpr int64_t kMlaPassCells = 256;   // cells per softmax chunk: its keys and values stay in L2
+  static constexpr int64_t kMlaQueryTile = 8;     // queries per pass over a chunk (the score kernel's tile)
+  float* mla_slot(int64_t slot) { return mla_slots_.data() + static_cast<size_t>(slot) * mla_slot_floats_; }
   std::vector<uint8_t> mla_decompressed_;
   int64_t mla_heads_ = 0;  // heads per round (0: the form is off for this session)
-  int64_t mla_min_cells_ = 0, mla_min_tokens_ = 0, mla_chunk_cells_ = 0;
-  size_t mla_k_head_bytes_ = 0, mla_v_head_bytes_ = 0;  // one head's key (value) rows over the context
-  io::AlignedBuffer mla_rows_, mla_w16_;
-  std::vector<float> mla_row_, mla_prod_, mla_wk_;
+  int64_t mla_min_cells_ = 0, mla_min_tokens_ = 0;
+  size_t mla_k_head_bytes_ = 0, mla_v_head_bytes_ = 0;  // one head's key blocks (value rows) over the context
+  size_t mla_slot_floats_ = 0, mla_slot_tile_ = 0, mla_slot_state_ = 0, mla_slot_row_ = 0;  // slot layout
+  io::AlignedBuffer mla_rows_;
+  std::vector<float> mla_wt_, mla_slots_;
+  std::vector<int64_t> mla_tokens_;
 };
 
 }  // namespace sluice::core

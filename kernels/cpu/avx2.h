@@ -5,6 +5,10 @@
 #include <cstddef>
 #include <cstdint>
 
+namespace sluice::kernels::cpu {
+struct KeyBlockKernels;  // dispatch.h
+}
+
 namespace sluice::kernels::cpu::avx2 {
 
 void dequantize_f16(const void* src, float* dst, int64_t n);
@@ -18,6 +22,7 @@ void dot_f16_rows_tinyblas(const std::byte* rows, size_t row_stride, int64_t n_r
 void fma_f16_lanes(const std::byte* rows, size_t row_stride, int64_t first_cell, int64_t n_rows, int64_t n,
                    const float* const* weight, float* const* lanes, int n_out, float* scratch);
 void silu_blocks(const float* x, float* y, size_t n);
+KeyBlockKernels key_block_kernels();  // key_block_attention_avx2.cpp
 void swiglu_blocks(const float* gate, const float* up, float* y, size_t n);
 
 void quantize_q8_0(const float* src, void* dst, int64_t n);

@@ -7,6 +7,10 @@
 #include <cstddef>
 #include <cstdint>
 
+namespace sluice::kernels::cpu {
+struct KeyBlockKernels;  // dispatch.h
+}
+
 namespace sluice::kernels::cpu::avx512 {
 
 // add_scaled_f16_avx512.cpp: AVX2's order with 16-lane registers.
@@ -21,6 +25,7 @@ void fma_f16_lanes(const std::byte* rows, size_t row_stride, int64_t first_cell,
                    const float* const* weight, float* const* lanes, int n_out, float* scratch);
 void silu_blocks(const float* x, float* y, size_t n);
 void swiglu_blocks(const float* gate, const float* up, float* y, size_t n);
+KeyBlockKernels key_block_kernels();  // key_block_attention_avx512.cpp: register-tiled
 
 // One-row kernels: installed only where they measured faster than AVX2's.
 float vec_dot_q2_k(const void* w, const void* act, int64_t n);

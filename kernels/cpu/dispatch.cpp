@@ -76,6 +76,7 @@ KernelTable make_scalar_table() {
   t.fma_f16_lanes = fma_f16_lanes;
   t.silu_blocks = silu_blocks;
   t.swiglu_blocks = swiglu_blocks;
+  t.key_blocks = scalar_key_block_kernels();
   return t;
 }
 

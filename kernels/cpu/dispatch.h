@@ -83,6 +83,21 @@ struct TileGemm {
   TileGemmFn gemv_order = nullptr;  // the repacked GEMV's order (vec_dot_repack)
 };
 
+// The key-block attention kernels (kernels/key_block_attention.h: same names and contracts, raw
+// pointers for the spans). Every level gives the same bits: each output is one fma chain.
+struct KeyBlockKernels {
+  void (*decompress_keys)(const float* lt, int64_t n_blocks, int64_t n_in, const float* wt, size_t wt_stride,
+                          int64_t d, uint16_t* kt, size_t kt_block_stride) = nullptr;
+  void (*decompress_values)(const float* lt, int64_t n_cells, int64_t n_in, const float* wt, size_t wt_stride,
+                            int64_t d, uint16_t* v, size_t v_stride) = nullptr;
+  void (*scores)(const uint16_t* kt, size_t kt_block_stride, int64_t n_blocks, int64_t d, const float* const* q,
+                 int n_q, float scale, float* const* out) = nullptr;
+  float (*softmax_chunk)(float* s, int64_t n, float* max, float* lanes) = nullptr;
+  void (*add_weighted)(const uint16_t* v, size_t v_stride, int64_t n_cells, int64_t d, const float* const* w,
+                       int n_w, float* const* out) = nullptr;
+};
+KeyBlockKernels scalar_key_block_kernels();
+
 constexpr size_t kTypeSlots = 40;  // ggml type ids 0..39
 // The fewest activation rows for which llama.cpp takes its IQ panel GEMM (GGML_IQP_MIN_BATCH and
 // GGML_IQP_MIN_BATCH_ID in the reference build's ggml-cpu/iqp.cpp).
@@ -125,6 +140,7 @@ struct KernelTable {
   FmaF16LanesFn fma_f16_lanes = nullptr;
   SiluBlocksFn silu_blocks = nullptr;
   SwigluBlocksFn swiglu_blocks = nullptr;
+  KeyBlockKernels key_blocks;
 };
 
 const KernelTable& scalar_kernels();

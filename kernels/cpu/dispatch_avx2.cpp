@@ -17,6 +17,7 @@ void add_avx2_kernels(KernelTable& t) {
   t.fma_f16_lanes = avx2::fma_f16_lanes;
   t.silu_blocks = avx2::silu_blocks;  // the scalar emulation with fma instructions
   t.swiglu_blocks = avx2::swiglu_blocks;
+  t.key_blocks = avx2::key_block_kernels();  // the plain bodies with fma instructions
   quantize(GgmlType::Q8_0, avx2::quantize_q8_0);
   quantize(GgmlType::Q8_1, avx2::quantize_q8_1);
   quantize(GgmlType::Q8_K, avx2::quantize_q8_k);

@@ -24,6 +24,8 @@ void add_avx512_kernels(KernelTable& t) {
   // silu/swiglu: ggml_v_expf itself, 16 lanes at a time.
   t.silu_blocks = avx512::silu_blocks;
   t.swiglu_blocks = avx512::swiglu_blocks;
+  // Key-block attention (MLA's decompressed prefill): register tiles of 16-lane accumulators.
+  t.key_blocks = avx512::key_block_kernels();
   // One-row: the k-quants whose integer work bounds them (Q2_K, Q4_K, Q6_K) and IQ4_XS. Q3_K, Q5_K
   // and the 32-value types measured no faster (their float chain or scale unpacking bounds them).
   t.vec_dot[size_t(GgmlType::Q2_K)] = avx512::vec_dot_q2_k;
