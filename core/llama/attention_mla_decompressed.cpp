@@ -59,15 +59,17 @@ void LlamaSession::attention_mla_decompressed(int64_t il, int64_t n) {
       auto wt = [&](int64_t h) { return mla_wt_.data() + sz((h - h0) * Lkv * W); };
       // The round's weights in F32, [kv_lora][W] per head: row l is attn_k_b[h]'s row l (its
       // k_nope outputs' weights on latent value l), then column l of attn_v_b[h].
-      pool_.parallel_for(nh, 1, [&](int64_t b, int64_t e) {
-        float* row = mla_slot(b) + mla_slot_row_;
-        for (int64_t h = h0 + b; h < h0 + e; ++h) {
-          const kernels::WeightMatrix wk = L.wk_b.slice(h), wv = L.wv_b.slice(h);
-          for (int64_t l = 0; l < Lkv; ++l)
-            kernels::dequantize_row(wk.type, wk.data + sz(l) * wk.row_stride, wt(h) + l * W, N);
-          for (int64_t i = 0; i < V; ++i) {
-            kernels::dequantize_row(wv.type, wv.data + sz(i) * wv.row_stride, row, Lkv);
-            for (int64_t l = 0; l < Lkv; ++l) wt(h)[l * W + N + i] = row[l];
+      pool_.parallel_for(n_slots, 1, [&](int64_t s0, int64_t s1) {
+        for (int64_t slot = s0; slot < s1; ++slot) {
+          float* row = mla_slot(slot) + mla_slot_row_;
+          for (int64_t h = h0 + slot; h < h0 + nh; h += n_slots) {
+            const kernels::WeightMatrix wk = L.wk_b.slice(h), wv = L.wv_b.slice(h);
+            for (int64_t l = 0; l < Lkv; ++l)
+              kernels::dequantize_row(wk.type, wk.data + sz(l) * wk.row_stride, wt(h) + l * W, N);
+            for (int64_t i = 0; i < V; ++i) {
+              kernels::dequantize_row(wv.type, wv.data + sz(i) * wv.row_stride, row, Lkv);
+              for (int64_t l = 0; l < Lkv; ++l) wt(h)[l * W + N + i] = row[l];
+            }
           }
         }
       });
