@@ -28,6 +28,17 @@ inline int hsum_i32(__m256i v) {
   return _mm_cvtsi128_si32(s);
 }
 
+// Software prefetch for the dots that stream weight rows from memory: the lines of the block
+// kPrefetchAhead bytes after `block`. One row at a time, the hardware prefetcher alone left the
+// one-row Q4_K dot at a third of the streaming read rate (Intel Xeon, 2026-12-07: in-RAM decode
+// of the README's K2-shaped file went from 4.1 to 8.4 tok/s with it).
+inline constexpr size_t kPrefetchAhead = 2048;
+template <class Block>
+inline void prefetch_ahead(const Block* block) {
+  const char* p = reinterpret_cast<const char*>(block) + kPrefetchAhead;
+  for (size_t off = 0; off < sizeof(Block) + 63; off += 64) _mm_prefetch(p + off, _MM_HINT_T0);
+}
+
 // Sums of adjacent int16 pairs, as int32.
 inline __m256i sum_pairs_i16(__m256i v) { return _mm256_madd_epi16(v, _mm256_set1_epi16(1)); }
 

@@ -88,6 +88,7 @@ void q4_k_dots(const void* w, const void* act, size_t act_stride, int64_t n, flo
     acc_m[t] = _mm_setzero_ps();
   }
   for (int64_t i = 0; i < n / kQK_K; ++i) {
+    prefetch_ahead(x + i);
     uint8_t sm[16];
     unpack_scales_mins(x[i].scales, sm);
     const float xd = half_to_f32(x[i].d), xdmin = half_to_f32(x[i].dmin);
@@ -128,6 +129,7 @@ void q4_k_repack_dots(const void* w, const void* act, size_t act_stride, int64_t
   // integer sums together (the same integers, the same fma per lane as the scalar lines).
   __m128 acc4 = _mm_setzero_ps(), acc_min4 = _mm_setzero_ps();
   for (int64_t i = 0; i < n / kQK_K; ++i) {
+    prefetch_ahead(x + i);
     uint8_t sm[16];
     unpack_scales_mins(x[i].scales, sm);
     const float xd = half_to_f32(x[i].d), xdmin = half_to_f32(x[i].dmin);
@@ -219,6 +221,7 @@ float vec_dot_q5_k(const void* w, const void* act, int64_t n) {
   __m256 acc = _mm256_setzero_ps();
   float mins_sum = 0.0f;
   for (int64_t i = 0; i < n / kQK_K; ++i) {
+    prefetch_ahead(x + i);
     uint8_t sm[16];
     unpack_scales_mins(x[i].scales, sm);
     const float d = y[i].d * half_to_f32(x[i].d);
@@ -258,6 +261,7 @@ void q6_k_dots(const void* w, const void* act, size_t act_stride, int64_t n, flo
   __m256 acc[NT];
   for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
   for (int64_t i = 0; i < n / kQK_K; ++i) {
+    prefetch_ahead(x + i);
     const float xd = half_to_f32(x[i].d);
     const __m256i all_scales =
         _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x[i].scales)));
@@ -353,6 +357,7 @@ void q2_k_dots(const void* w, const void* act, size_t act_stride, int64_t n, flo
   __m256 acc[NT];
   for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
   for (int64_t i = 0; i < n / kQK_K; ++i) {
+    prefetch_ahead(x + i);
     const float xd = half_to_f32(x[i].d), xdmin = half_to_f32(x[i].dmin);
     const __m128i sc_bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x[i].scales));
     const __m256i mins =
@@ -382,6 +387,7 @@ void q2_k_repack_dots(const void* w, const void* act, size_t act_stride, int64_t
   float acc[NT], acc_min[NT];
   for (int t = 0; t < NT; ++t) acc[t] = acc_min[t] = 0.0f;
   for (int64_t i = 0; i < n / kQK_K; ++i) {
+    prefetch_ahead(x + i);
     const float xd = half_to_f32(x[i].d), xdmin = half_to_f32(x[i].dmin);
     const __m128i sc_bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x[i].scales));
     const __m256i mins =
@@ -417,6 +423,7 @@ void q3_k_dots(const void* w, const void* act, size_t act_stride, int64_t n, flo
   __m256 acc[NT];
   for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
   for (int64_t i = 0; i < n / kQK_K; ++i) {
+    prefetch_ahead(x + i);
     int8_t scales[16];
     unpack_q3_k_scales(x[i].scales, scales);
     const float xd = half_to_f32(x[i].d);

@@ -7,7 +7,8 @@
 // The two halves are folded into 8 int32 lanes per super-block (avx512_common.h: exact), and from
 // there the float steps are the AVX2 kernels', so every result is the AVX2 result to the bit.
 // The maddubs operands are the AVX2 ones, and none of those saturate (see the AVX2 file).
-#include "kernels/cpu/avx512_common.h"  // first: its warning pragma must precede <immintrin.h>
+#include "kernels/cpu/avx512_common.h"
+#include "kernels/cpu/avx2_common.h"  // first: its warning pragma must precede <immintrin.h>
 
 #include <cmath>
 #include <cstring>
@@ -70,6 +71,7 @@ void q4_k_dots(const void* w, const void* act, size_t act_stride, int64_t n, flo
     acc_m[t] = _mm_setzero_ps();
   }
   for (int64_t i = 0; i < n / kQK_K; ++i) {
+    avx2::prefetch_ahead(x + i);
     uint8_t sm[16];
     unpack_scales_mins(x[i].scales, sm);
     const float xd = half_to_f32(x[i].d), xdmin = half_to_f32(x[i].dmin);
@@ -107,6 +109,7 @@ void q4_k_repack_dots(const void* w, const void* act, size_t act_stride, int64_t
   float acc[NT], acc_min[NT];
   for (int t = 0; t < NT; ++t) acc[t] = acc_min[t] = 0.0f;
   for (int64_t i = 0; i < n / kQK_K; ++i) {
+    avx2::prefetch_ahead(x + i);
     uint8_t sm[16];
     unpack_scales_mins(x[i].scales, sm);
     const float xd = half_to_f32(x[i].d), xdmin = half_to_f32(x[i].dmin);
@@ -149,6 +152,7 @@ void q5_k_dots(const void* w, const void* act, size_t act_stride, int64_t n, flo
     mins_sum[t] = 0.0f;
   }
   for (int64_t i = 0; i < n / kQK_K; ++i) {
+    avx2::prefetch_ahead(x + i);
     uint8_t sm[16];
     unpack_scales_mins(x[i].scales, sm);
     const float xd = half_to_f32(x[i].d), xdmin = half_to_f32(x[i].dmin);
@@ -185,6 +189,7 @@ void q6_k_dots(const void* w, const void* act, size_t act_stride, int64_t n, flo
   __m256 acc[NT];
   for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
   for (int64_t i = 0; i < n / kQK_K; ++i) {
+    avx2::prefetch_ahead(x + i);
     const float xd = half_to_f32(x[i].d);
     const __m256i all_scales = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x[i].scales)));
     const __m512i sc = _mm512_castsi256_si512(all_scales);
@@ -230,6 +235,7 @@ void q2_k_dots(const void* w, const void* act, size_t act_stride, int64_t n, flo
   __m256 acc[NT];
   for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
   for (int64_t i = 0; i < n / kQK_K; ++i) {
+    avx2::prefetch_ahead(x + i);
     const float xd = half_to_f32(x[i].d), xdmin = half_to_f32(x[i].dmin);
     const __m128i sc_bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x[i].scales));
     const __m256i mins = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sc_bytes, 4), _mm_set1_epi8(0x0F)));
@@ -268,6 +274,7 @@ void q3_k_dots(const void* w, const void* act, size_t act_stride, int64_t n, flo
   __m256 acc[NT];
   for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
   for (int64_t i = 0; i < n / kQK_K; ++i) {
+    avx2::prefetch_ahead(x + i);
     int8_t scales[16];
     unpack_q3_k_scales(x[i].scales, scales);
     const float xd = half_to_f32(x[i].d);
