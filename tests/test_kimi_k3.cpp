@@ -240,6 +240,28 @@ TEST_CASE("kimi-k3 with an F16 MLA cache or the chunked KDA prefill stays within
   CHECK(chunked.greedy_equal == static_cast<int>(ref.gen.size()));
 }
 
+// MLA's decompressed prefill form (core/compute/mla_decompressed_attention.h), forced on the prompt
+// batch: another order than llama.cpp's, held to the absorbed form's own distance with the same F16
+// cache (1.5x + 1e-3), the greedy tokens llama.cpp's, and the logits not the absorbed form's bits.
+TEST_CASE("kimi-k3's decompressed MLA prefill stays as close to llama.cpp's F32 run as the absorbed form") {
+  const fs::path gguf = k3_dir() / "kimi-k3-f16.gguf";
+  REQUIRE_MESSAGE(fs::exists(gguf), "reference model missing: " << gguf);
+  auto model = core::KimiK3Model::load(gguf.string(), {.widen_f16_to_f32 = true});
+  const Reference ref = load_reference("f32");
+  const int64_t V = model->config().n_vocab;
+  const auto absorbed_logits =
+      run_teacher_forced(*model, ref, 2, {.kv_type = GgmlType::F16, .mla_decompress_cells = -1});
+  const auto decompressed_logits = run_teacher_forced(
+      *model, ref, 2, {.kv_type = GgmlType::F16, .mla_decompress_cells = 0, .mla_decompress_tokens = 2});
+  const Comparison absorbed = compare(absorbed_logits, ref, V), decompressed = compare(decompressed_logits, ref, V);
+  MESSAGE(describe("F16 MLA cache, absorbed", absorbed, ref.gen.size()));
+  MESSAGE(describe("F16 MLA cache, decompressed", decompressed, ref.gen.size()));
+  REQUIRE(absorbed_logits.size() == decompressed_logits.size());
+  CHECK(std::memcmp(absorbed_logits.data(), decompressed_logits.data(), absorbed_logits.size() * sizeof(float)) != 0);
+  CHECK(decompressed.max_diff <= 1.5 * absorbed.max_diff + 1e-3);
+  CHECK(decompressed.greedy_equal == static_cast<int>(ref.gen.size()));
+}
+
 namespace {
 
 // Reads each acquired expert's gate/up/down slices from the file (no caching): what an out-of-core

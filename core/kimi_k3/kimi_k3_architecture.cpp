@@ -11,7 +11,8 @@ namespace {
 
 KimiK3SessionOptions k3_options(const SessionOptions& o) {
   return {.n_ctx = o.n_ctx, .n_batch = o.n_batch, .kv_type = o.kv_type, .n_seq = std::max<int64_t>(o.n_seq, 1),
-          .prefetch_depth = o.prefetch_depth, .n_logit_rows = o.n_logit_rows, .exchange = o.exchange, .route = o.route};
+          .prefetch_depth = o.prefetch_depth, .n_logit_rows = o.n_logit_rows, .exchange = o.exchange, .route = o.route,
+          .mla_decompress_cells = o.mla_decompress_cells, .mla_decompress_tokens = o.mla_decompress_tokens};
 }
 
 int64_t n_ctx_of(const KimiK3Config& c, int64_t n_ctx) { return n_ctx > 0 ? n_ctx : std::min<int64_t>(c.n_ctx_train, 4096); }

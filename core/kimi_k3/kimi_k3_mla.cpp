@@ -34,9 +34,39 @@ void KimiK3Session::mla(int64_t il, int64_t n, int64_t start_pos) {
     if (state_->kv_type() == GgmlType::F32) std::memcpy(dst, row, static_cast<size_t>(R) * sizeof(float));
     else kernels::quantize_row(state_->kv_type(), row, dst, R);
   }
+  const int64_t n_kv = start_pos + n;
+  // A long prompt takes the decompressed form (core/compute/mla_decompressed_attention.h).
+  if (mla_form_ && n >= mla_min_tokens_ && n_kv >= mla_min_cells_) {
+    for (int64_t t = 0; t < n; ++t) {
+      mla_rows_[static_cast<size_t>(t)] = t;
+      mla_pos_[static_cast<size_t>(t)] = start_pos + t;
+    }
+    const MlaSequence seq{{mla_rows_.data(), static_cast<size_t>(n)},
+                          mla_pos_.data(),
+                          q_.data(),
+                          static_cast<size_t>(H * DQK),
+                          mla_o_.data(),
+                          static_cast<size_t>(H * DV),
+                          state_->kv_row(il, 0),
+                          state_->kv_row_bytes(),
+                          state_->kv_type(),
+                          n_kv};
+    mla_form_->attend(seq, L.wk_b, L.wv_b, pool_);
+  } else {
+    mla_absorbed(il, n, start_pos);
+  }
+  output_gate_and_project(n);
+}
+
+// llama.cpp's absorbed form: Q_h = [k_b_h q_nope_h | q_pe_h] against the cached [c | k_pe] rows.
+void KimiK3Session::mla_absorbed(int64_t il, int64_t n, int64_t start_pos) {
+  const KimiK3Config& c = model_.config();
+  const KimiK3Layer& L = *layer_;
+  const int64_t H = c.n_head, NOPE = c.qk_nope, ROPE = c.qk_rope, KL = c.kv_lora_rank, R = c.mla_row();
+  const int64_t DQK = NOPE + ROPE, DV = c.v_head_dim;
+  const int64_t n_kv = start_pos + n;
   // The cached rows of positions [0, start_pos + n) as floats: the cache itself when it is F32 (a
   // layer's rows are contiguous), else widened into scratch.
-  const int64_t n_kv = start_pos + n;
   const float* kv_rows = reinterpret_cast<const float*>(state_->kv_row(il, 0));
   if (state_->kv_type() != GgmlType::F32) {
     for (int64_t s = 0; s < n_kv; ++s) kernels::dequantize_row(state_->kv_type(), state_->kv_row(il, s), kv_f32_.data() + s * R, R);
@@ -88,9 +118,13 @@ void KimiK3Session::mla(int64_t il, int64_t n, int64_t start_pos) {
     for (int64_t t = 0; t < n; ++t)
       std::memcpy(mla_o_.data() + (t * H + h) * DV, o_head_.data() + t * DV, static_cast<size_t>(DV) * sizeof(float));
   }
+}
 
+void KimiK3Session::output_gate_and_project(int64_t n) {
+  const KimiK3Config& c = model_.config();
+  const KimiK3Layer& L = *layer_;
   // Sigmoid output gate from the normed input, before attn_output.
-  const size_t no = static_cast<size_t>(n * H * DV);
+  const size_t no = static_cast<size_t>(n * c.n_head * c.v_head_dim);
   if (L.w_gate) {
     matmul(L.w_gate.matrix(), h_.data(), n, gate_.data());
     kernels::sigmoid({gate_.data(), no}, {gate_.data(), no});

@@ -75,6 +75,15 @@ KimiK3Session::KimiK3Session(const KimiK3Model& model, ExpertSource& experts, ke
     size(scores_, n_pad);
     size(kv_col_, n_pad);
     if (options.kv_type != GgmlType::F32) size(kv_f32_, n_ctx * R);
+    if (has_mla_form(c, options, n_ctx)) {
+      const MlaShape shape{H, c.qk_nope, c.qk_rope, c.kv_lora_rank, c.v_head_dim, c.kq_scale};
+      mla_form_ = std::make_unique<MlaDecompressedAttention>(shape, n_ctx, B, static_cast<int64_t>(pool.size()));
+      mla_form_bytes_ = MlaDecompressedAttention::bytes(shape, n_ctx, B, static_cast<int64_t>(pool.size()));
+      mla_rows_.resize(static_cast<size_t>(B));
+      mla_pos_.resize(static_cast<size_t>(B));
+    }
+    mla_min_cells_ = options.mla_decompress_cells;
+    mla_min_tokens_ = std::max<int64_t>(2, options.mla_decompress_tokens);
   }
   const int64_t ff = std::max({c.n_ff, c.n_ff_shexp, c.n_ff_exp});
   size(ffn_g_, B * ff);
@@ -136,7 +145,14 @@ uint64_t KimiK3Session::scratch_bytes() const {
     f += v->size();
   uint64_t i = route_ids_.size() + group_top_.size() + expert_list_.size() + pending_.size() + gather_.size();
   return f * sizeof(float) + i * sizeof(int32_t) + route_cached_.size() + mm_scratch_.size() + mix_rows_.size() * sizeof(float*) +
-         (predictor_ ? predictor_->scratch_bytes() : 0);
+         (predictor_ ? predictor_->scratch_bytes() : 0) + (mla_rows_.size() + mla_pos_.size()) * sizeof(int64_t) +
+         mla_form_bytes_;
+}
+
+bool KimiK3Session::has_mla_form(const KimiK3Config& c, const KimiK3SessionOptions& o, int64_t n_ctx) {
+  return c.n_mla_layers() > 0 && o.kv_type == GgmlType::F16 &&
+         std::max<int64_t>(o.n_batch, 1) >= std::max<int64_t>(2, o.mla_decompress_tokens) && o.mla_decompress_cells >= 0 &&
+         o.mla_decompress_cells <= n_ctx;
 }
 
 void KimiK3Session::matmul(const kernels::WeightMatrix& w, const float* x, int64_t n, float* y, MatKind kind) {

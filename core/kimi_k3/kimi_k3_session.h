@@ -44,6 +44,7 @@
 
 #include "core/arch/session.h"
 #include "core/compute/matmul.h"
+#include "core/compute/mla_decompressed_attention.h"
 #include "core/experts/expert_source.h"
 #include "core/kimi_k3/kimi_k3_model.h"
 #include "core/layers/layer_source.h"
@@ -66,6 +67,9 @@ struct KimiK3SessionOptions {
   // and receive the others' latent rows. Null: every expert here. Not owned; outlives the session.
   ExpertExchange* exchange = nullptr;
   RoutePolicy route{};  // exact or cache-aware (core/experts/cache_aware_routing.h)
+  // MLA's decompressed prefill form (SessionOptions::mla_decompress_*; an F16 cache only).
+  int64_t mla_decompress_cells = 1024;
+  int64_t mla_decompress_tokens = 256;
 };
 
 class KimiK3Session final : public Session {
@@ -122,6 +126,8 @@ class KimiK3Session final : public Session {
   std::span<const float> forward_seq(int64_t seq, std::span<const int32_t> tokens, int64_t start_pos, bool all_logits);
   void kda(int64_t il, int64_t n);
   void mla(int64_t il, int64_t n, int64_t start_pos);
+  void mla_absorbed(int64_t il, int64_t n, int64_t start_pos);  // kimi_k3_mla.cpp: llama.cpp's form
+  void output_gate_and_project(int64_t n);                     // mla_o_ -> a_
   void situ_ffn(const Tensor& gate, const Tensor& up, const Tensor& down, int64_t n_ff, int64_t n, float* out);
   void ffn_dense(int64_t il, int64_t n);
   void ffn_moe(int64_t il, int64_t n, int64_t start_pos);
@@ -161,6 +167,13 @@ class KimiK3Session final : public Session {
   std::vector<float> proj_, conv_out_[3], fa_, z_, g_, beta_, o_, g2_, exp_g_, conv_win_, chunk_scratch_;
   // MLA.
   std::vector<float> qa_, q_, kv_, q_nope_, q_abs_, qh_, o_lat_, o_head_, mla_o_, gate_, scores_, kv_f32_, kv_col_;
+  // MLA's decompressed prefill form (null: off for this session), the thresholds that take it,
+  // and a batch's token rows and positions for it.
+  static bool has_mla_form(const KimiK3Config& c, const KimiK3SessionOptions& o, int64_t n_ctx);
+  std::unique_ptr<MlaDecompressedAttention> mla_form_;
+  uint64_t mla_form_bytes_ = 0;
+  int64_t mla_min_cells_ = 0, mla_min_tokens_ = 0;
+  std::vector<int64_t> mla_rows_, mla_pos_;
   // FFN / MoE.
   std::vector<float> ffn_g_, ffn_u_, ffn_out_;
   std::vector<float> router_, probs_, sel_, route_w_, group_scores_;

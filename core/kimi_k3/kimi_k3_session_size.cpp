@@ -48,6 +48,10 @@ uint64_t KimiK3Session::scratch_bytes_for(const KimiK3Model& model, const KimiK3
     f(n_pad);                                                   // scores_
     f(n_pad);                                                   // kv_col_
     if (options.kv_type != GgmlType::F32) f(n_ctx * R);         // kv_f32_
+    if (has_mla_form(c, options, n_ctx))                        // mla_form_, mla_rows_, mla_pos_
+      bytes += MlaDecompressedAttention::bytes({H, c.qk_nope, c.qk_rope, c.kv_lora_rank, c.v_head_dim, c.kq_scale}, n_ctx,
+                                               B, static_cast<int64_t>(std::max(1u, threads))) +
+               2 * static_cast<uint64_t>(B) * sizeof(int64_t);
   }
   const int64_t ff = std::max({c.n_ff, c.n_ff_shexp, c.n_ff_exp});
   f(B * ff);                                                    // ffn_g_

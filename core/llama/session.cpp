@@ -5,7 +5,6 @@
 #include "common/error.h"
 #include "kernels/activations.h"
 #include "kernels/dot_f32.h"
-#include "kernels/key_block_attention.h"
 #include "kernels/quant.h"
 #include "kernels/rms_norm.h"
 #include "kernels/vec_ops.h"
@@ -17,9 +16,9 @@ namespace {
 constexpr size_t kAlign = 64;
 size_t align_up(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 size_t sz(int64_t n) { return static_cast<size_t>(std::max<int64_t>(n, 0)); }
-// MLA's decompressed prefill: bytes of decompressed key and value rows held at once (heads per
-// round follow from the context).
-constexpr size_t kMlaRowsBytes = size_t{32} << 20;
+MlaShape mla_shape(const ModelConfig& c) {
+  return {c.n_head, c.qk_nope, c.qk_rope, c.kv_lora_rank, c.v_head_dim, c.kq_scale};
+}
 
 int64_t default_ctx(const ModelConfig& c, int64_t n_ctx) {
   if (n_ctx > 0) return n_ctx;
@@ -34,21 +33,20 @@ struct LlamaSession::Sizes {
   size_t x = 0, cur = 0, attn_out = 0, ffn_out = 0, q = 0, k = 0, v = 0, qa = 0, kva = 0, qcur = 0, kqv = 0,
          heads_out = 0, head_in = 0, head_res = 0, ffn_g = 0, ffn_u = 0, sh_out = 0, router_logits = 0,
          router_scratch = 0, route_w = 0, expert_out = 0, xe = 0, ge = 0, ue = 0, de = 0, rope_cache = 0,
-         logits = 0, exchange = 0, mla_wt = 0, mla_slots = 0;  // floats
+         logits = 0, exchange = 0;  // floats
   size_t route_ids = 0, route_groups = 0, expert_list = 0, gather = 0;   // int32 (pending_: expert_list)
   size_t route_cached = 0;                                              // bytes (cache-aware routing)
-  size_t mm_scratch = 0, slots = 0, slot_bytes = 0, predictor = 0, mla_rows = 0, mla_k_head_bytes = 0,
-         mla_v_head_bytes = 0, mla_tokens = 0;  // bytes
-  size_t mla_slot_floats = 0, mla_slot_tile = 0, mla_slot_state = 0, mla_slot_row = 0;  // one slot's layout (floats)
+  size_t mm_scratch = 0, slots = 0, slot_bytes = 0, predictor = 0, mla_form = 0, mla_tokens = 0;  // bytes
   size_t pos = 0, seqs = 0;  // per token: pos_ (int64) + seq_ (int32) + runs_ and attn_tiles_ (int64, +1 each); per sequence: 2 int64
-  int64_t n_slots = 1, attn_tile_tokens = 1, attn_tile_cells = 0, mla_heads = 0;
+  int64_t n_slots = 1, attn_tile_tokens = 1, attn_tile_cells = 0;
+  bool mla = false;  // the decompressed MLA form is on
 
   uint64_t bytes() const {
     uint64_t f = x + cur + attn_out + ffn_out + q + k + v + qa + kva + qcur + kqv + heads_out + head_in + head_res +
                  ffn_g + ffn_u + sh_out + router_logits + router_scratch + route_w + expert_out + xe + ge + ue + de +
-                 rope_cache + logits + exchange + mla_wt + mla_slots;
+                 rope_cache + logits + exchange;
     return 4 * (f + route_ids + route_groups + 2 * expert_list + gather) + route_cached + mm_scratch + slots + predictor +
-           mla_rows + mla_tokens + 8 * pos + 4 * pos + 2 * 8 * (pos + 1) + 17 * seqs;
+           mla_form + mla_tokens + 8 * pos + 4 * pos + 2 * 8 * (pos + 1) + 17 * seqs;
   }
 
   static Sizes of(const Model& model, const SessionOptions& o, int64_t n_threads) {
@@ -153,24 +151,11 @@ struct LlamaSession::Sizes {
       z.slot_bytes += rows * align_up(sz(16 * v_len) * 4) +
                       align_up(kernels::fma_f16_rows_scratch_floats(v_len, static_cast<int64_t>(rows), n_ctx + 16) * 4);
     z.slots = z.slot_bytes * sz(z.n_slots);
-    // MLA's decompressed prefill form: key blocks and value rows of as many heads as kMlaRowsBytes
-    // holds (at least one) over the whole context, their F32 weights, and per slot a chunk's input
-    // blocks, a query tile's scores, each query's softmax state (max, 16 lanes) and one latent row.
+    // MLA's decompressed prefill form (core/compute/mla_decompressed_attention.h).
     if (c.is_mla() && o.kv_type == GgmlType::F16 && B >= std::max<int64_t>(2, o.mla_decompress_tokens) &&
         o.mla_decompress_cells >= 0 && o.mla_decompress_cells <= n_ctx) {
-      const int64_t N = c.qk_nope, R = c.qk_rope, L = c.kv_lora_rank, V = c.v_head_dim;
-      const int64_t cells = (n_ctx + kernels::kKeyBlockCells - 1) / kernels::kKeyBlockCells * kernels::kKeyBlockCells;
-      z.mla_k_head_bytes = align_up(sz(cells * (N + R)) * 2);
-      z.mla_v_head_bytes = align_up(sz(cells * V) * 2);
-      const size_t head_bytes = z.mla_k_head_bytes + z.mla_v_head_bytes;
-      z.mla_heads = std::clamp<int64_t>(static_cast<int64_t>(kMlaRowsBytes / head_bytes), 1, c.n_head);
-      z.mla_rows = head_bytes * sz(z.mla_heads);
-      z.mla_wt = sz(z.mla_heads * L * (N + V));
-      z.mla_slot_tile = sz(kMlaChunkCells * L);
-      z.mla_slot_state = z.mla_slot_tile + sz(kMlaQueryTile * kMlaPassCells);
-      z.mla_slot_row = z.mla_slot_state + sz(B * 17);
-      z.mla_slot_floats = z.mla_slot_row + sz(L);
-      z.mla_slots = z.mla_slot_floats * sz(z.n_slots);
+      z.mla = true;
+      z.mla_form = MlaDecompressedAttention::bytes(mla_shape(c), n_ctx, B, z.n_slots);
       z.mla_tokens = sz(B) * 8;
     }
     return z;
@@ -240,18 +225,10 @@ LlamaSession::LlamaSession(const Model& model, ExpertSource& experts, kernels::T
   attn_tile_cells_ = z.attn_tile_cells;
   attn_tiles_.resize(z.pos + 1);
   mla_decompressed_.resize(z.seqs);
-  mla_heads_ = z.mla_heads;
-  mla_k_head_bytes_ = z.mla_k_head_bytes;
-  mla_v_head_bytes_ = z.mla_v_head_bytes;
+  if (z.mla)
+    mla_form_ = std::make_unique<MlaDecompressedAttention>(mla_shape(c), default_ctx(c, o.n_ctx), o.n_batch, z.n_slots);
   mla_min_cells_ = o.mla_decompress_cells;
   mla_min_tokens_ = std::max<int64_t>(2, o.mla_decompress_tokens);
-  mla_rows_ = io::AlignedBuffer(z.mla_rows);
-  mla_wt_.resize(z.mla_wt);
-  mla_slot_floats_ = z.mla_slot_floats;
-  mla_slot_tile_ = z.mla_slot_tile;
-  mla_slot_state_ = z.mla_slot_state;
-  mla_slot_row_ = z.mla_slot_row;
-  mla_slots_.resize(z.mla_slots);
   mla_tokens_.resize(z.mla_tokens / 8);
   if (o.prefetch_depth > 0 && model.config().n_expert > 0) predictor_ = std::make_unique<ExpertPredictor>(model, o.prefetch_depth, pool.size());
   scratch_bytes_ = z.bytes();

@@ -50,6 +50,7 @@
 #include "io/aligned_buffer.h"
 #include "core/compute/matmul.h"
 #include "core/compute/matmul_offload.h"
+#include "core/compute/mla_decompressed_attention.h"
 #include "core/layers/layer_source.h"
 #include "core/llama/model.h"
 #include "kernels/thread_pool.h"
@@ -193,21 +194,11 @@ class LlamaSession final : public Session {
   int64_t attn_tile_cells_ = 0;   // KV cells per pass (0: from the row size, attention.cpp)
   std::vector<int64_t> attn_tiles_;  // the current batch's tiles: first token of each, then n
   // MLA prefill, decompressed form (SessionOptions::mla_decompress_*): per sequence of the batch,
-  // whether it takes that form; mla_heads_ heads' key blocks, then their value rows, over the whole
-  // context (kernels/key_block_attention.h's layouts); the round's weights in F32, [kv_lora][qk_nope
-  // + v_head_dim] per head; the batch's tokens of one sequence; and per slot (thread) a chunk's
-  // input blocks, a query tile's scores, each query's softmax state and one row of kv_lora floats.
-  static constexpr int64_t kMlaChunkCells = 128;  // cells decompressed per unit (their input blocks: 256 KiB)
-  static constexpr int64_t kMlaPassCells = 256;   // cells per softmax chunk: its keys and values stay in L2
-  static constexpr int64_t kMlaQueryTile = 8;     // queries per pass over a chunk (the score kernel's tile)
-  float* mla_slot(int64_t slot) { return mla_slots_.data() + static_cast<size_t>(slot) * mla_slot_floats_; }
+  // whether it takes that form; the form's scratch (null: off for this session); the batch's
+  // tokens of one sequence.
   std::vector<uint8_t> mla_decompressed_;
-  int64_t mla_heads_ = 0;  // heads per round (0: the form is off for this session)
+  std::unique_ptr<MlaDecompressedAttention> mla_form_;
   int64_t mla_min_cells_ = 0, mla_min_tokens_ = 0;
-  size_t mla_k_head_bytes_ = 0, mla_v_head_bytes_ = 0;  // one head's key blocks (value rows) over the context
-  size_t mla_slot_floats_ = 0, mla_slot_tile_ = 0, mla_slot_state_ = 0, mla_slot_row_ = 0;  // slot layout
-  io::AlignedBuffer mla_rows_;
-  std::vector<float> mla_wt_, mla_slots_;
   std::vector<int64_t> mla_tokens_;
 };
 
