@@ -73,11 +73,12 @@ struct SessionOptions {
   // Never changes results: 1 token per pass is the untiled order, which tests compare against.
   int64_t attn_tile_tokens = 0;
   int64_t attn_tile_cells = 0;
-  // MLA prefill attention (deepseek2 with an F16 cache; core/llama/attention_mla_decompressed.cpp):
-  // a sequence with at least mla_decompress_tokens tokens in a batch, attending at least
-  // mla_decompress_cells cells, decompresses its keys and values per head (attn_k_b, attn_v_b) and
-  // attends them as multi-head attention: about 3x fewer operations than the absorbed form on a
-  // long prompt, in another order than llama.cpp's (which always absorbs). -1 cells: never. The
+  // MLA prefill attention (deepseek2 and kimi-k3 with an F16 cache;
+  // core/compute/mla_decompressed_attention.h): a sequence with at least mla_decompress_tokens
+  // tokens in a batch, attending at least mla_decompress_cells cells, decompresses its keys and
+  // values per head (attn_k_b, attn_v_b) and attends them as multi-head attention: about 3x fewer
+  // operations than the absorbed form on a long prompt, in another order than llama.cpp's (which
+  // always absorbs). -1 cells: never. The
   // decompression costs 2 x kv_lora x 128 products per (cell, head) per batch: from about 256
   // tokens a batch saves more than that (768 products per query and cell).
   int64_t mla_decompress_cells = 1024;

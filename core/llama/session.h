@@ -125,8 +125,8 @@ class LlamaSession final : public Session {
   // read a tile of cells at a time for a tile of query rows (several tokens of one sequence x a
   // head block), so a prefill reads the layer's cache once per tile instead of once per token.
   // The scores, the softmax and each output's sum over the cells are computed exactly as one
-  // token at a time would: every output is bit-identical for any tiling.
-  //
+  // token at a time would: every output is bit-identical for any tiling. Sequences marked in
+  // mla_decompressed_ are skipped (attention_mla_decompressed attends them).
   void attend(int64_t il, int64_t n, const float* q, int64_t q_stride, int64_t q_head_stride,
               int64_t k_len, int64_t v_len, float* out, int64_t out_stride, int64_t out_head_stride);
   void ffn_dense(const Tensor& gate, const Tensor& up, const Tensor& down, int64_t n, float* out);
