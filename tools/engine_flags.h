@@ -32,7 +32,7 @@ inline constexpr const char* kRouteFlagHelp =
 // add_engine_flags and by bench; read_mla_attn_flag sets the session's thresholds from its value.
 inline constexpr const char* kMlaAttnFlag = "mla-attn";
 inline constexpr const char* kMlaAttnFlagHelp =
-    "MLA prefill attention (deepseek2, kimi-k2, kimi-k3; F16 KV): auto (decompressed keys and values for a batch of >= 256 tokens over "
+    "MLA prefill attention (deepseek2: DeepSeek-V3, Kimi K2; kimi-k3; F16 KV): auto (decompressed keys and values for a batch of >= 256 tokens over "
     ">= 1024 cells), absorbed (llama.cpp's form always) or decompressed (every batch of >= 2 tokens)";
 void read_mla_attn_flag(const std::string& value, core::SessionOptions& o);
 
