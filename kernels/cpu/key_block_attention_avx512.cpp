@@ -26,12 +26,18 @@ inline void narrow(__m512 x, uint16_t* p) {
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), _mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT));
 }
 
+// Every tile's accumulators start at +0 (each output's fma chain starts there).
+template <int A, int B>
+inline void zero(__m512 (&acc)[A][B]) {
+  for (int a = 0; a < A; ++a)
+    for (int b = 0; b < B; ++b) acc[a][b] = _mm512_setzero_ps();
+}
+
 template <int NB, int NI>
 void key_tile(const float* lt, int64_t b, int64_t n_in, const float* wt, size_t wt_stride, int64_t i, uint16_t* kt,
               size_t kt_block_stride) {
   __m512 acc[NB][NI];
-  for (int bb = 0; bb < NB; ++bb)
-    for (int ii = 0; ii < NI; ++ii) acc[bb][ii] = _mm512_setzero_ps();
+  zero(acc);
   const float* x = lt + size_t(b * n_in) * 16;
   for (int64_t l = 0; l < n_in; ++l) {
     __m512 xv[NB];
@@ -65,8 +71,7 @@ template <int NJ, int NC>
 void value_tile(const float* lt, int64_t j, int64_t n_in, const float* wt, size_t wt_stride, int64_t i0, uint16_t* v,
                 size_t v_stride) {
   __m512 acc[NJ][NC];
-  for (int jj = 0; jj < NJ; ++jj)
-    for (int cc = 0; cc < NC; ++cc) acc[jj][cc] = _mm512_setzero_ps();
+  zero(acc);
   const float* x[NJ];
   for (int jj = 0; jj < NJ; ++jj) x[jj] = lt + size_t(((j + jj) / 16) * n_in) * 16 + size_t((j + jj) % 16);
   for (int64_t l = 0; l < n_in; ++l) {
@@ -106,8 +111,7 @@ template <int NR, int NB>
 void score_tile(const uint16_t* kt, size_t kt_block_stride, int64_t b, int64_t d, const float* const* q, float scale,
                 float* const* out) {
   __m512 acc[NR][NB];
-  for (int r = 0; r < NR; ++r)
-    for (int bb = 0; bb < NB; ++bb) acc[r][bb] = _mm512_setzero_ps();
+  zero(acc);
   const uint16_t* k = kt + size_t(b) * kt_block_stride;
   for (int64_t i = 0; i < d; ++i) {
     __m512 kv[NB];
