@@ -92,7 +92,10 @@ ShardCache::ShardCache(ShardLayout layout, io::Reader& reader, ShardCacheOptions
   for (const auto& l : layout_.layers) max_tensors = std::max(max_tensors, l.tensors.size());
   requests_.reserve(max_tensors);
   extent_scratch_.reserve(max_tensors);
-  if (arena_->size() > 0) reader_.register_buffer({arena_->data(), arena_->size()});
+  if (arena_->size() > 0) {
+    reader_.register_buffer({arena_->data(), arena_->size()});
+    arena_offered_ = true;
+  }
   candidates_.reserve(slots_.size());
   candidate_slots_.reserve(slots_.size());
 }
@@ -108,6 +111,10 @@ ShardCache::~ShardCache() {
 
 void ShardCache::drain() {
   std::unique_lock lock(mutex_);
+  wait_no_reads_locked(lock);
+}
+
+void ShardCache::wait_no_reads_locked(std::unique_lock<std::mutex>& lock) {
   for (;;) {
     bool pending = std::any_of(slots_.begin(), slots_.end(), [](const Slot& s) { return s.pending > 0; });
     if (!pending) break;
@@ -462,8 +469,9 @@ CacheStats ShardCache::stats() const {
   }
   st.speculative_in_flight = speculative_in_flight_;
   st.speculative_bytes_in_flight = speculative_bytes_in_flight_;
+  st.lent_bytes = lent_bytes_;
   for (const Slot& x : slots_) {
-    if (x.state == State::free) continue;
+    if (x.state == State::free || x.state == State::lent) continue;
     ++st.resident_shards;
     st.resident_bytes += plan_.classes[x.size_class].slot_bytes;
     if (x.pins > 0) ++st.pinned_shards;

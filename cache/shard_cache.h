@@ -45,6 +45,14 @@
 // (a prefetched shard left the cache before any demand access: wasted IO). io_busy_ns is wall
 // time with at least one read in flight; io_wait_ns over it is the share of IO not hidden.
 //
+// Lending (core/engine.h, "Lending"): the prefill batch's scratch and the arena take turns with
+// part of the budget. lend(bytes) waits for the reads in flight, then takes whole slots out of
+// use, the highest of each size class in proportion to what the class holds beyond its working
+// set (a shard they held is evicted), and returns their pages to the kernel (release_pages), so
+// the caller may touch that many bytes elsewhere. reclaim() puts them back, empty. No pin may be
+// held across either. While slots are lent the arena is not registered with the reader: a
+// registered page stays pinned by the kernel, so releasing it would free nothing.
+//
 // Thread safety: all methods may be called from any thread; Pin objects may move between
 // threads. One mutex guards the table; reads are submitted under it. The reader must outlive
 // the cache, and every Pin must be gone before the cache is destroyed.
@@ -108,6 +116,7 @@ struct CacheStats {
   uint64_t io_busy_ns = 0;           // wall time with at least one read in flight
   uint32_t speculative_in_flight = 0;
   uint64_t speculative_bytes_in_flight = 0;
+  uint64_t lent_bytes = 0;  // slots lent (lend()): out of use, their pages with the kernel
 };
 
 class ShardCache {
@@ -179,6 +188,16 @@ class ShardCache {
   // Whether the pin's read failed (wait_any threw for it): lets a caller re-read that one shard.
   bool failed(const Pin& pin) const;
 
+  // Lending (see the header comment). lend returns the bytes now lent: at least `bytes`, in whole
+  // slots; Error(internal) when more is asked than the slots beyond the working sets hold, or a
+  // slot to lend is pinned. Lending less than is already lent changes nothing.
+  uint64_t lend(uint64_t bytes);
+  void reclaim();
+  // The most lend() can give: every size class keeps n_expert_used slots.
+  uint64_t lendable_bytes() const;
+  // Slots of a size class that are not lent: the most shards of its layers that can be pinned.
+  uint64_t usable_slots(uint32_t size_class) const;
+
   bool is_resident(ShardKey key) const;  // landed or being read
   // Demand (non-speculative) reads issued and not yet reaped; the prefetcher waits for zero.
   uint32_t demand_reads_in_flight() const;
@@ -191,7 +210,7 @@ class ShardCache {
   std::string_view policy_name() const { return policy_->name(); }
 
  private:
-  enum class State : uint8_t { free, reading, ready, failed };
+  enum class State : uint8_t { free, reading, ready, failed, lent };
   struct Slot {
     State state = State::free;
     bool speculative = false;  // a prefetch read still in flight
@@ -220,6 +239,7 @@ class ShardCache {
   void finish_landed_locked(uint32_t slot, uint64_t seq);
   void free_slot_locked(uint32_t slot);
   void release(uint32_t slot);
+  void wait_no_reads_locked(std::unique_lock<std::mutex>& lock);  // every pending extent reaped
   [[noreturn]] void throw_failed(const Slot& s) const;
 
   ShardLayout layout_;
@@ -255,6 +275,10 @@ class ShardCache {
   std::vector<uint32_t> candidate_slots_;
   std::vector<io::ReadRequest> requests_;
   std::vector<uint32_t> landed_scratch_;
+  std::vector<uint32_t> lent_slots_;
+  std::vector<uint64_t> lent_of_class_;  // lent slots per size class
+  uint64_t lent_bytes_ = 0;
+  bool arena_offered_ = false;  // the arena is the reader's registered region (register_buffer)
 };
 
 }  // namespace sluice::cache

@@ -19,4 +19,9 @@ inline constexpr uint64_t kHugePageBytes = 2ull << 20;
 // without THP the memory still works, with 4 KiB pages, and no byte outside the range is touched.
 void advise_huge_pages(void* p, uint64_t bytes);
 
+// The most memory one touch of an un-advised anonymous buffer (a std::vector's) can fault in:
+// a huge page where THP is enabled "always", else a 4 KiB page. Read once from
+// /sys/kernel/mm/transparent_hugepage/enabled (a huge page when it cannot be read).
+uint64_t unadvised_fault_bytes();
+
 }  // namespace sluice

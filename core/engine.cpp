@@ -9,6 +9,7 @@
 #include "cache/arena.h"
 #include "cache/trace.h"
 #include "common/error.h"
+#include "common/huge_pages.h"
 #include "common/units.h"
 #include "core/arch/budget_plan.h"
 #include "core/experts/expert_partition.h"
@@ -313,6 +314,14 @@ Engine::Engine(const EngineOptions& options) : options_(options) {
   split_.budget = options.budget_bytes;
   split_.n_batch = session_->n_batch();
   split_.min_budget = p.stream ? p.budget.minimum.total() : split_.total();
+  // Lending (engine.h): the batch scratch's pages go back to the kernel until a prompt needs them.
+  if (p.stream && options.budget_bytes > 0 && !options.gpu && session_->n_seq() == 1 && session_->n_batch() > 1) {
+    SessionOptions one = p.session;
+    one.n_batch = 1;
+    const ReleasedPages released = session_->release_batch_scratch();
+    const uint64_t keep = model_->scratch_bytes(one, static_cast<unsigned>(pool_->size())) + released.buffers * unadvised_fault_bytes();
+    lend_bytes_ = released.bytes > keep ? released.bytes - keep : 0;
+  }
   if (stream_layers) attach_layer_cache(p.budget.layer_arena);
   if (p.stream)
     attach_expert_cache(p.all_experts_arena, budget_error(p.budget.minimum, options.budget_bytes, options.model_path,
@@ -377,6 +386,9 @@ void Engine::attach_expert_cache(uint64_t all_experts_arena, const Error& too_sm
   if (options.budget_bytes > 0) {
     if (options.budget_bytes < fixed + split_.expert_min) throw too_small;
     arena_budget = std::min(all_experts_arena, options.budget_bytes - fixed);
+    const uint64_t while_batch = arena_budget;
+    arena_budget = std::min(all_experts_arena, arena_budget + lend_bytes_);
+    lend_bytes_ = arena_budget - while_batch;
   } else if (options.cache_experts > 0) {
     // With expert parallelism the share is of this rank's experts: N ranks at 25% hold 25% of
     // the model between them, the RAM one process at 25% uses.
@@ -412,10 +424,27 @@ void Engine::attach_expert_cache(uint64_t all_experts_arena, const Error& too_sm
   cache_ = std::make_unique<cache::ShardCache>(streamed_->layout().layout, *reader_, copts);
   streamed_->attach(*cache_);
   split_.expert_arena = cache_->plan().arena_bytes;
+  // Past the working sets the slots may hold less than planned (whole slots); lending them all
+  // still leaves the arena in use within the budget, since that budget held the working sets.
+  lend_bytes_ = std::min(lend_bytes_, cache_->lendable_bytes());
+  split_.lent = lend_bytes_;
   if (options.budget_bytes == 0 && options.cache_experts > 0) split_.budget = split_.total();
 }
 
+void Engine::fit_batch(size_t n_tokens) {
+  if (lend_bytes_ == 0) return;
+  if (n_tokens > 1 && !lending_) {
+    cache_->lend(lend_bytes_);
+    lending_ = true;
+  } else if (n_tokens <= 1 && lending_) {
+    session_->release_batch_scratch();
+    cache_->reclaim();
+    lending_ = false;
+  }
+}
+
 std::span<const float> Engine::forward(std::span<const int32_t> tokens, int64_t start_pos, bool all_logits) {
+  fit_batch(tokens.size());
   if (cache_) cache_->begin_token();
   if (layer_cache_) layer_cache_->begin_token();
   return session_->forward(tokens, start_pos, all_logits);
@@ -423,6 +452,7 @@ std::span<const float> Engine::forward(std::span<const int32_t> tokens, int64_t 
 
 std::span<const float> Engine::forward_batch(std::span<const int32_t> tokens, std::span<const int32_t> seqs,
                                              std::span<const int64_t> positions, std::span<const uint8_t> want_logits) {
+  fit_batch(tokens.size());
   if (cache_) cache_->begin_token();
   if (layer_cache_) layer_cache_->begin_token();
   return session_->forward_batch(tokens, seqs, positions, want_logits);
@@ -465,6 +495,7 @@ std::string Engine::describe_budget() const {
     char buf[64];
     std::snprintf(buf, sizeof buf, " (%.0f%% of routed experts)", std::min(1.0, frac) * 100);
     s += " + expert cache " + human_bytes(split_.expert_arena) + buf;
+    if (split_.lent) s += " - " + human_bytes(split_.lent) + " of it lent to the scratch while a prompt batch runs";
   } else {
     s += " (experts in core)";
   }

@@ -30,6 +30,20 @@
 //   in_core                   the reference path: experts loaded into RAM with the rest, no cache
 // Every mode gives bit-identical logits: the same bytes reach the same kernels.
 //
+// Lending: under a hard budget (budget_bytes) with one sequence, the scratch a prompt batch fills
+// (activations of -b tokens: about 530 MiB at -b 512 on a Kimi-K2-shaped model) and the expert
+// arena take turns with the same bytes. A decode step of one token touches only the scratch of a
+// batch of one, so the arena is planned with the rest:
+//   lend = pages Session::release_batch_scratch returns - scratch at batch 1
+//          - per released buffer, what one touch may fault in beyond it (unadvised_fault_bytes:
+//            2 MiB where THP is "always", else 4 KiB).
+// Before a forward of more than one token the cache lends that many bytes of slots (it evicts
+// what they held and returns their pages to the kernel, cache/shard_cache.h); before the next
+// one-token forward the session releases its batch scratch and the cache takes the slots back.
+// So resident + KV + scratch in use + arena in use stays within the budget at every moment, and
+// decode gets a larger cache. Never with --gpu (the arena is page-locked), with several sequences
+// (serve's slots), or without a hard budget. Results do not change: only which shards stay cached.
+//
 // Architectures: the engine knows none by name. It asks the registry (core/architectures.h) for
 // the file's Architecture, which plans and loads an ArchModel and makes its Session
 // (core/arch/architecture.h); the budget is planned by one pure function over the sizes the model
@@ -126,8 +140,9 @@ struct BudgetSplit {
   uint64_t budget = 0;            // the ceiling in force (0: unlimited)
   uint64_t min_budget = 0;        // the smallest budget this model runs in (see above)
   int64_t n_batch = 0;            // the batch in force (may be below the requested one)
+  uint64_t lent = 0;              // of expert_arena, lent to the batch scratch while a prompt runs (Lending)
   uint64_t total() const {
-    return resident_weights + layer_arena + kv_cache + recurrent_state + scratch + gpu_staging + expert_arena;
+    return resident_weights + layer_arena + kv_cache + recurrent_state + scratch + gpu_staging + expert_arena - lent;
   }
   uint64_t minimum() const { return min_budget; }
 };
@@ -185,6 +200,8 @@ class Engine {
   // Sizes the expert arena from what the budget leaves after split_'s fixed parts and creates
   // the cache; `too_small` is thrown when not even one MoE layer's experts fit.
   void attach_expert_cache(uint64_t all_experts_arena, const Error& too_small);
+  // Lending: before a forward of n_tokens, the arena lends to or takes back from the batch scratch.
+  void fit_batch(size_t n_tokens);
   void attach_layer_cache(uint64_t layer_arena);
 
   EngineOptions options_;
@@ -198,6 +215,8 @@ class Engine {
   cache::ExpertProfile warm_profile_;  // outlives cache_: the policy may point at it
   std::vector<cache::ShardKey> warm_keys_;
   std::unique_ptr<ExpertSource> experts_;
+  uint64_t lend_bytes_ = 0;  // Lending: what a prompt batch takes of the arena (0: never lends)
+  bool lending_ = false;     // the cache has lent them (a batch of several tokens ran last)
   CachedExpertSource* streamed_ = nullptr;  // experts_ when streaming
   std::unique_ptr<PartitionedExpertSource> partitioned_;  // over experts_ with an exchange
   std::unique_ptr<TrackedExpertSource> tracked_;  // over experts_ with --gpu

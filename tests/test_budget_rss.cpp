@@ -94,3 +94,31 @@ TEST_CASE("sluice bench prints the run's high-water mark, read after the engine 
   CHECK(printed <= run.peak_bytes + kPrintoutTolerance);
   CHECK(printed + kPrintoutTolerance >= run.peak_bytes);
 }
+
+TEST_CASE("a 512-token prompt batch borrows the expert cache's bytes for its scratch and gives them back for decode, within --budget 256M plus 32 MiB") {
+  if (sluice::test::kUnderSanitizer) {
+    MESSAGE("skipped: sanitizer shadow memory is not the model's");
+    return;
+  }
+  // core/engine.h, "Lending": at -b 512 the prompt's scratch is large next to the budget, so an
+  // arena sized for decode that kept its slots during the prompt, or a decode that kept the
+  // prompt's scratch, would sit that far above the budget.
+  std::string tokens;
+  for (int i = 0; i < 512; ++i) tokens += (i ? "," : "") + std::to_string(1 + (i * 37) % 2000);
+  const sluice::test::MeasuredRun run = sluice::test::run_sluice_measured(
+      "run -m '" + sluice::test::budget_model().string() + "' --tokens " + tokens +
+      " -n 24 -c 600 -b 512 --ignore-eos --budget 256M --stats");
+  REQUIRE_MESSAGE(run.result.exit_code == 0, run.result.err);
+  std::smatch m;
+  REQUIRE_MESSAGE(std::regex_search(run.result.err, m, std::regex(R"(- ([0-9.]+) MiB of it lent to the scratch)")),
+                  run.result.err);
+  const double lent_mib = std::stod(m[1].str());
+  CHECK(lent_mib >= 64);  // more than the slack: a budget broken by the lent bytes shows
+  REQUIRE(std::regex_search(run.result.err, m, std::regex(R"((\d+) evictions)")));
+  CHECK(std::stoull(m[1].str()) > 0);
+  check_printout(run);
+  constexpr uint64_t kBudget = 256ull << 20;
+  MESSAGE("lent " << lent_mib << " MiB; measured peak RSS " << run.peak_bytes << " bytes, budget " << kBudget
+                  << " + slack " << kSlack);
+  CHECK(run.peak_bytes <= kBudget + kSlack);
+}

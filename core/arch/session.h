@@ -36,6 +36,7 @@
 #include <span>
 
 #include "common/ggml_type.h"
+#include "common/release_pages.h"
 #include "core/compute/matmul_offload.h"
 #include "core/experts/cache_aware_routing.h"
 
@@ -151,6 +152,11 @@ class Session {
   virtual uint64_t kv_bytes() const = 0;               // every sequence
   virtual uint64_t recurrent_state_bytes() const = 0;  // every sequence; 0 without one
   virtual uint64_t scratch_bytes() const = 0;
+  // Returns the pages of the scratch that grows with n_batch (activations, matmul and attention
+  // scratch: buffers every forward rewrites before it reads them) to the kernel
+  // (common/release_pages.h); the next forward faults in only what it touches. Returns what it
+  // released; nothing: this session cannot, and the engine lends nothing (core/engine.h, "Lending").
+  virtual ReleasedPages release_batch_scratch() { return {}; }
   // Offers every weight product to `offload` first (null: all on the CPU; core/compute/
   // matmul_offload.h). Error(unsupported) where the architecture has no hook yet.
   virtual void set_matmul_offload(MatmulOffload* offload) = 0;

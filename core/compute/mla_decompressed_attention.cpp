@@ -65,6 +65,14 @@ MlaDecompressedAttention::MlaDecompressedAttention(const MlaShape& shape, int64_
   slots_.resize(z.slot_floats * sz(n_slots_));
 }
 
+ReleasedPages MlaDecompressedAttention::release_scratch() {
+  ReleasedPages r;
+  r.add(rows_.data(), rows_.size());
+  r.add(wt_);
+  r.add(slots_);
+  return r;
+}
+
 void MlaDecompressedAttention::attend(const MlaSequence& seq, const Tensor& wk_b, const Tensor& wv_b,
                                       kernels::ThreadPool& pool) {
   const int64_t H = shape_.n_head, N = shape_.qk_nope, R = shape_.qk_rope, Lkv = shape_.kv_lora, V = shape_.v_head;

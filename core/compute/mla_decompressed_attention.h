@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "common/ggml_type.h"
+#include "common/release_pages.h"
 #include "core/gguf/tensor.h"
 #include "io/aligned_buffer.h"
 #include "kernels/thread_pool.h"
@@ -64,6 +65,9 @@ class MlaDecompressedAttention {
   // Attends seq's queries over its cells with the layer's attn_k_b ([kv_lora rows][qk_nope] per
   // head) and attn_v_b ([v_head rows][kv_lora] per head).
   void attend(const MlaSequence& seq, const Tensor& wk_b, const Tensor& wv_b, kernels::ThreadPool& pool);
+  // Returns every buffer's pages to the kernel (common/release_pages.h): attend() rewrites all of
+  // them before reading (Session::release_batch_scratch).
+  ReleasedPages release_scratch();
 
  private:
   struct Layout;

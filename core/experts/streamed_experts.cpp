@@ -100,8 +100,8 @@ void CachedExpertSource::start_read_ahead() {
 }
 
 uint64_t CachedExpertSource::slots_of(int moe_layer) const {
-  const cache::CachePlan& plan = cache().plan();
-  return plan.classes[plan.class_of_layer[static_cast<size_t>(moe_layer)]].n_slots;
+  // Not the plan's count: while a prompt batch runs, some slots are lent to its scratch.
+  return cache().usable_slots(cache().plan().class_of_layer[static_cast<size_t>(moe_layer)]);
 }
 
 cache::ShardCache& CachedExpertSource::cache() const {

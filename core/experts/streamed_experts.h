@@ -80,7 +80,7 @@ class CachedExpertSource final : public ExpertSource {
     kernels::WeightMatrix gate, up, down;  // data filled per acquire
   };
   cache::ShardCache& cache() const;
-  uint64_t slots_of(int moe_layer) const;  // slots of the layer's size class
+  uint64_t slots_of(int moe_layer) const;  // usable slots of the layer's size class (not lent)
   static cache::ShardKey key(int moe_layer, int expert);
   void release_all();
   size_t pin_for(int layer, int expert);  // index into planned_experts_

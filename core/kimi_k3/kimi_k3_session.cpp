@@ -149,6 +149,21 @@ uint64_t KimiK3Session::scratch_bytes() const {
          mla_form_bytes_;
 }
 
+ReleasedPages KimiK3Session::release_batch_scratch() {
+  ReleasedPages r;
+  for (std::vector<float>* b : {&x_, &r_, &u_, &h_, &a_, &stack_, &proj_, &conv_out_[0], &conv_out_[1], &conv_out_[2],
+                                &fa_, &z_, &g_, &beta_, &o_, &g2_, &exp_g_, &chunk_scratch_, &qa_, &q_, &kv_, &q_nope_,
+                                &q_abs_, &qh_, &o_lat_, &o_head_, &mla_o_, &gate_, &scores_, &ffn_g_, &ffn_u_,
+                                &ffn_out_, &router_, &probs_, &sel_, &route_w_, &zl_, &xe_, &ge_, &ue_, &ye_,
+                                &expert_out_, &exchange_scratch_, &moe_, &sh_, &logits_, &batch_logits_})
+    r.add(*b);
+  r.add(route_ids_);
+  r.add(gather_);
+  r.add(mm_scratch_);
+  if (mla_form_) r.add(mla_form_->release_scratch());
+  return r;
+}
+
 bool KimiK3Session::has_mla_form(const KimiK3Config& c, const KimiK3SessionOptions& o, int64_t n_ctx) {
   return c.n_mla_layers() > 0 && o.kv_type == GgmlType::F16 &&
          std::max<int64_t>(o.n_batch, 1) >= std::max<int64_t>(2, o.mla_decompress_tokens) && o.mla_decompress_cells >= 0 &&

@@ -111,6 +111,7 @@ class KimiK3Session final : public Session {
   uint64_t kv_cache_bytes() const { return states_[0].kv_bytes() * states_.size(); }
   uint64_t kv_bytes() const override { return kv_cache_bytes(); }
   uint64_t scratch_bytes() const override;
+  ReleasedPages release_batch_scratch() override;
   // Sequence 0's state (core/arch/session.h): the whole recurrent state (KimiK3State's f32 conv
   // and delta-rule floats, every KDA layer), then every MLA layer's cache rows [0, n). It is the
   // state after exactly n tokens: save_state needs n == n_past(), load_state n_keep == n_saved.

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "common/error.h"
+#include "common/release_pages.h"
 #include "kernels/activations.h"
 #include "kernels/dot_f32.h"
 #include "kernels/quant.h"
@@ -232,6 +233,20 @@ LlamaSession::LlamaSession(const Model& model, ExpertSource& experts, kernels::T
   mla_tokens_.resize(z.mla_tokens / 8);
   if (o.prefetch_depth > 0 && model.config().n_expert > 0) predictor_ = std::make_unique<ExpertPredictor>(model, o.prefetch_depth, pool.size());
   scratch_bytes_ = z.bytes();
+}
+
+ReleasedPages LlamaSession::release_batch_scratch() {
+  ReleasedPages r;
+  for (std::vector<float>* b : {&x_, &cur_, &attn_out_, &ffn_out_, &q_, &k_, &v_, &qa_, &kva_, &qcur_, &kqv_,
+                                &heads_out_, &head_in_, &head_res_, &ffn_g_, &ffn_u_, &sh_out_, &router_logits_,
+                                &route_w_, &expert_out_, &exchange_scratch_, &xe_, &ge_, &ue_, &de_, &logits_})
+    r.add(*b);
+  r.add(route_ids_);
+  r.add(gather_);
+  r.add(mm_scratch_);
+  r.add(slots_.data(), slots_.size());
+  if (mla_form_) r.add(mla_form_->release_scratch());
+  return r;
 }
 
 uint64_t LlamaSession::scratch_bytes_for(const Model& model, const SessionOptions& options, unsigned threads) {

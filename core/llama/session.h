@@ -95,6 +95,7 @@ class LlamaSession final : public Session {
   uint64_t kv_bytes() const override { return kv_[0].bytes() * kv_.size(); }  // all sequences
   int prefetch_depth() const override { return predictor_ ? predictor_->depth() : 0; }
   uint64_t scratch_bytes() const override { return scratch_bytes_; }
+  ReleasedPages release_batch_scratch() override;
   // Sequence 0's KV rows, every layer's K then V rows [0, n) (core/arch/session.h); no fixed part.
   // core/llama/session_state.cpp.
   SequenceStateShape state_shape() const override;
