@@ -73,29 +73,13 @@ ShardCache::ShardCache(ShardLayout layout, io::Reader& reader, ShardCacheOptions
   policy_->reset({layout_.n_layer(), layout_.n_expert, layout_.n_expert_used, plan_.total_slots()});
   arena_ = std::make_unique<Arena>(plan_.arena_bytes);
 
-  slots_.resize(plan_.total_slots());
-  class_slots_.resize(plan_.classes.size());
-  free_slots_.resize(plan_.classes.size());
-  uint32_t next = 0;
-  for (uint32_t c = 0; c < plan_.classes.size(); ++c) {
-    const SizeClass& sc = plan_.classes[c];
-    for (uint64_t n = 0; n < sc.n_slots; ++n, ++next) {
-      slots_[next].size_class = c;
-      slots_[next].data = arena_->data() + sc.arena_offset + n * sc.slot_bytes;
-      class_slots_[c].push_back(next);
-    }
-    free_slots_[c].assign(class_slots_[c].rbegin(), class_slots_[c].rend());
-  }
+  lay_out_slots();
   slot_of_.assign(layout_.n_shards(), -1);
   counters_.resize(layout_.n_layer());
   size_t max_tensors = 0;
   for (const auto& l : layout_.layers) max_tensors = std::max(max_tensors, l.tensors.size());
   requests_.reserve(max_tensors);
   extent_scratch_.reserve(max_tensors);
-  if (arena_->size() > 0) {
-    reader_.register_buffer({arena_->data(), arena_->size()});
-    arena_offered_ = true;
-  }
   candidates_.reserve(slots_.size());
   candidate_slots_.reserve(slots_.size());
 }
@@ -469,7 +453,7 @@ CacheStats ShardCache::stats() const {
   }
   st.speculative_in_flight = speculative_in_flight_;
   st.speculative_bytes_in_flight = speculative_bytes_in_flight_;
-  st.lent_bytes = lent_bytes_;
+  st.lent_bytes = lent_ ? lendable_bytes_ : 0;
   for (const Slot& x : slots_) {
     if (x.state == State::free || x.state == State::lent) continue;
     ++st.resident_shards;

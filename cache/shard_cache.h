@@ -46,12 +46,14 @@
 // time with at least one read in flight; io_wait_ns over it is the share of IO not hidden.
 //
 // Lending (core/engine.h, "Lending"): the prefill batch's scratch and the arena take turns with
-// part of the budget. lend(bytes) waits for the reads in flight, then takes whole slots out of
-// use, the highest of each size class in proportion to what the class holds beyond its working
-// set (a shard they held is evicted), and returns their pages to the kernel (release_pages), so
-// the caller may touch that many bytes elsewhere. reclaim() puts them back, empty. No pin may be
-// held across either. While slots are lent the arena is not registered with the reader: a
-// registered page stays pinned by the kernel, so releasing it would free nothing.
+// part of the budget. ShardCacheOptions::lendable_bytes designates whole slots beyond the working
+// sets, in each size class in proportion to its slots beyond the working set, and places them
+// after all the others: the arena's head alone is offered to the reader (register_buffer), once,
+// so lending never re-registers (registering 1.7 GiB took 1.3 s on the README's file). lend()
+// waits for the reads in flight, evicts what the designated slots hold, takes them out of use and
+// returns their pages to the kernel (release_pages: a registered page would stay pinned and free
+// nothing); the caller may then touch that many bytes elsewhere. reclaim() puts them back, empty.
+// No pin may be held across either.
 //
 // Thread safety: all methods may be called from any thread; Pin objects may move between
 // threads. One mutex guards the table; reads are submitted under it. The reader must outlive
@@ -85,6 +87,9 @@ struct ShardCacheOptions {
   std::function<void(ShardKey, std::span<const std::byte>)> verify;
   uint32_t max_speculative_in_flight = 8;
   uint64_t max_speculative_bytes_in_flight = 0;  // 0: no byte cap
+  // Lending (see above): bytes of slots lend() takes out of use, rounded up to whole slots and
+  // capped at the slots beyond the working sets; 0: none.
+  uint64_t lendable_bytes = 0;
 };
 
 struct CacheCounters {
@@ -188,13 +193,12 @@ class ShardCache {
   // Whether the pin's read failed (wait_any threw for it): lets a caller re-read that one shard.
   bool failed(const Pin& pin) const;
 
-  // Lending (see the header comment). lend returns the bytes now lent: at least `bytes`, in whole
-  // slots; Error(internal) when more is asked than the slots beyond the working sets hold, or a
-  // slot to lend is pinned. Lending less than is already lent changes nothing.
-  uint64_t lend(uint64_t bytes);
+  // Lending (see the header comment): lend() takes the designated slots out of use (again:
+  // nothing changes) and returns their bytes; Error(internal) when one of them is pinned.
+  uint64_t lend();
   void reclaim();
-  // The most lend() can give: every size class keeps n_expert_used slots.
-  uint64_t lendable_bytes() const;
+  // The designated slots' bytes: what lend() gives (0: nothing to lend).
+  uint64_t lendable_bytes() const { return lendable_bytes_; }
   // Slots of a size class that are not lent: the most shards of its layers that can be pinned.
   uint64_t usable_slots(uint32_t size_class) const;
 
@@ -275,10 +279,14 @@ class ShardCache {
   std::vector<uint32_t> candidate_slots_;
   std::vector<io::ReadRequest> requests_;
   std::vector<uint32_t> landed_scratch_;
-  std::vector<uint32_t> lent_slots_;
-  std::vector<uint64_t> lent_of_class_;  // lent slots per size class
-  uint64_t lent_bytes_ = 0;
-  bool arena_offered_ = false;  // the arena is the reader's registered region (register_buffer)
+  // Lending: the designated slots (at the arena's tail), how many per size class, their bytes,
+  // and whether they are lent now.
+  std::vector<uint32_t> lendable_slots_;
+  std::vector<uint64_t> lendable_of_class_;
+  uint64_t lendable_bytes_ = 0;
+  bool lent_ = false;
+  // Places the slots in the arena (the designated ones last) and registers its head.
+  void lay_out_slots();
 };
 
 }  // namespace sluice::cache

@@ -319,7 +319,8 @@ Engine::Engine(const EngineOptions& options) : options_(options) {
     SessionOptions one = p.session;
     one.n_batch = 1;
     const ReleasedPages released = session_->release_batch_scratch();
-    const uint64_t keep = model_->scratch_bytes(one, static_cast<unsigned>(pool_->size())) + released.buffers * unadvised_fault_bytes();
+    const uint64_t keep = model_->scratch_bytes(one, static_cast<unsigned>(pool_->size())) +
+                          released.buffers * unadvised_fault_bytes();
     lend_bytes_ = released.bytes > keep ? released.bytes - keep : 0;
   }
   if (stream_layers) attach_layer_cache(p.budget.layer_arena);
@@ -421,12 +422,13 @@ void Engine::attach_expert_cache(uint64_t all_experts_arena, const Error& too_sm
     copts.max_speculative_bytes_in_flight =
         options.prefetch_max_bytes ? options.prefetch_max_bytes : copts.max_speculative_in_flight * largest;
   }
+  // Whole slots: at least lend_bytes_, or every slot beyond the working sets when those hold less
+  // (the arena then keeps its working sets, which the budget without lending already held).
+  copts.lendable_bytes = lend_bytes_;
   cache_ = std::make_unique<cache::ShardCache>(streamed_->layout().layout, *reader_, copts);
   streamed_->attach(*cache_);
   split_.expert_arena = cache_->plan().arena_bytes;
-  // Past the working sets the slots may hold less than planned (whole slots); lending them all
-  // still leaves the arena in use within the budget, since that budget held the working sets.
-  lend_bytes_ = std::min(lend_bytes_, cache_->lendable_bytes());
+  lend_bytes_ = cache_->lendable_bytes();
   split_.lent = lend_bytes_;
   if (options.budget_bytes == 0 && options.cache_experts > 0) split_.budget = split_.total();
 }
@@ -434,7 +436,7 @@ void Engine::attach_expert_cache(uint64_t all_experts_arena, const Error& too_sm
 void Engine::fit_batch(size_t n_tokens) {
   if (lend_bytes_ == 0) return;
   if (n_tokens > 1 && !lending_) {
-    cache_->lend(lend_bytes_);
+    cache_->lend();
     lending_ = true;
   } else if (n_tokens <= 1 && lending_) {
     session_->release_batch_scratch();

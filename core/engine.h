@@ -37,8 +37,9 @@
 //   lend = pages Session::release_batch_scratch returns - scratch at batch 1
 //          - per released buffer, what one touch may fault in beyond it (unadvised_fault_bytes:
 //            2 MiB where THP is "always", else 4 KiB).
-// Before a forward of more than one token the cache lends that many bytes of slots (it evicts
-// what they held and returns their pages to the kernel, cache/shard_cache.h); before the next
+// Before a forward of more than one token the cache lends that many bytes of slots, designated
+// when it is built (it evicts what they held and returns their pages to the kernel,
+// cache/shard_cache.h); before the next
 // one-token forward the session releases its batch scratch and the cache takes the slots back.
 // So resident + KV + scratch in use + arena in use stays within the budget at every moment, and
 // decode gets a larger cache. Never with --gpu (the arena is page-locked), with several sequences

@@ -90,6 +90,19 @@ struct CacheFixture {
   }
 };
 
+// Acquires, waits for and releases one step's shards; returns false when any byte is wrong.
+template <class Cache>
+bool run_step(Cache& cache, const CacheFixture& fx, const std::vector<cache::ShardKey>& keys) {
+  auto pins = cache.acquire_all(keys);
+  bool ok = true;
+  for (size_t n = 0; n < pins.size(); ++n) {
+    size_t i = cache.wait_any(pins);
+    ok = ok && fx.pin_matches(pins[i]);
+    pins[i].release();
+  }
+  return ok;
+}
+
 // Wraps a PreadReader: reads overlapping [fail_offset, fail_offset+1) complete with -EIO; every
 // completion is reaped in reverse submission order when `lifo` is set.
 class TestReader final : public io::Reader {

@@ -12,6 +12,7 @@ using namespace sluice::cache;
 using sluice::Error;
 using sluice::ErrorCode;
 using sluice::test::CacheFixture;
+using sluice::test::run_step;
 using sluice::test::TestReader;
 
 namespace {
@@ -21,18 +22,6 @@ ShardCacheOptions with_budget(uint64_t budget, std::string policy = "lru") {
   o.budget_bytes = budget;
   o.policy = std::move(policy);
   return o;
-}
-
-// Acquires, waits for and releases one step's shards; returns false when any byte is wrong.
-bool run_step(ShardCache& cache, const CacheFixture& fx, const std::vector<ShardKey>& keys) {
-  auto pins = cache.acquire_all(keys);
-  bool ok = true;
-  for (size_t n = 0; n < pins.size(); ++n) {
-    size_t i = cache.wait_any(pins);
-    ok = ok && fx.pin_matches(pins[i]);
-    pins[i].release();
-  }
-  return ok;
 }
 
 std::string error_of(auto&& fn) {
