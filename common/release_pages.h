@@ -8,7 +8,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <span>
 #include <vector>
 
 namespace sluice {
@@ -18,11 +17,6 @@ namespace sluice {
 // may belong to another object). Returns the bytes released. Private anonymous memory only
 // (std::vector, AlignedBuffer, the cache arena): that is what MADV_DONTNEED zeroes.
 uint64_t release_pages(void* p, uint64_t bytes);
-
-template <class T>
-uint64_t release_pages(std::span<T> buffer) {
-  return release_pages(static_cast<void*>(buffer.data()), buffer.size_bytes());
-}
 
 // A tally of released buffers: their bytes, and how many there were (each may fault back in up
 // to one transparent huge page more than it uses, where THP backs the heap).
