@@ -41,11 +41,9 @@ class Ghost {
     g_ = g;
     policy_->reset(g);
     where_.assign(g.n_shards(), -1);
-    pinned_.assign(g.n_shards(), 0);
     resident_.clear();
     resident_.reserve(std::min<uint64_t>(g.capacity_slots, g.n_shards()));
-    candidates_.clear();
-    candidates_.reserve(resident_.capacity());
+    n_pinned_ = 0;
     hits_ = 0;
   }
   void on_token() { policy_->on_token(); }
@@ -53,8 +51,7 @@ class Ghost {
   // One decode step at one layer; returns its hits.
   uint64_t step(std::span<const ShardKey> keys) {
     for (ShardKey k : keys) {
-      const size_t i = shard_index(k, g_.n_expert);
-      if (where_[i] >= 0) pinned_[i] = 1;
+      if (where_[shard_index(k, g_.n_expert)] >= 0) pin(k);
     }
     uint64_t hits = 0;
     for (ShardKey k : keys) {
@@ -66,36 +63,50 @@ class Ghost {
       }
       if (resident_.size() >= g_.capacity_slots && !evict_one(k)) continue;  // all pinned: a step wider than the cache
       where_[i] = static_cast<int64_t>(resident_.size());
-      resident_.push_back(k);
-      pinned_[i] = 1;
+      resident_.push_back(k);  // at the tail: pinned
+      ++n_pinned_;
       policy_->on_insert(k);
       policy_->on_access(k, false);
     }
-    for (ShardKey k : keys) pinned_[shard_index(k, g_.n_expert)] = 0;
+    n_pinned_ = 0;
     hits_ += hits;
     return hits;
   }
   uint64_t hits() const { return hits_; }
 
  private:
+  // resident_ keeps the step's pinned shards in its last n_pinned_ places, so the candidates
+  // are its prefix: no scan per eviction (the policies break ties by their own clocks, so
+  // the order of candidates does not matter).
+  size_t n_unpinned() const { return resident_.size() - n_pinned_; }
+  void place(size_t pos, ShardKey k) {
+    resident_[pos] = k;
+    where_[shard_index(k, g_.n_expert)] = static_cast<int64_t>(pos);
+  }
+  void pin(ShardKey k) {
+    const auto pos = static_cast<size_t>(where_[shard_index(k, g_.n_expert)]);
+    if (pos >= n_unpinned()) return;  // already pinned
+    const size_t last = n_unpinned() - 1;
+    const ShardKey other = resident_[last];
+    place(last, k);
+    place(pos, other);
+    ++n_pinned_;
+  }
   bool evict_one(ShardKey incoming) {
-    candidates_.clear();
-    for (ShardKey k : resident_) {
-      if (!pinned_[shard_index(k, g_.n_expert)]) candidates_.push_back(k);
-    }
-    if (candidates_.empty()) return false;
-    const size_t v = policy_->choose_victim(candidates_, incoming);
-    if (v >= candidates_.size()) {
+    const std::span<const ShardKey> candidates(resident_.data(), n_unpinned());
+    if (candidates.empty()) return false;
+    const size_t v = policy_->choose_victim(candidates, incoming);
+    if (v >= candidates.size()) {
       throw Error(ErrorCode::internal, "adaptive: candidate '" + std::string(policy_->name()) + "' chose victim " +
-                                           std::to_string(v) + " of " + std::to_string(candidates_.size()));
+                                           std::to_string(v) + " of " + std::to_string(candidates.size()));
     }
-    const ShardKey victim = candidates_[v];
-    const size_t vi = shard_index(victim, g_.n_expert);
-    const int64_t pos = where_[vi];
-    resident_[pos] = resident_.back();
-    where_[shard_index(resident_[pos], g_.n_expert)] = pos;
+    const ShardKey victim = candidates[v];
+    // Fill the hole with the last unpinned shard, and that place with the last pinned one.
+    const size_t last_unpinned = n_unpinned() - 1;
+    place(v, resident_[last_unpinned]);
+    if (last_unpinned + 1 < resident_.size()) place(last_unpinned, resident_.back());
     resident_.pop_back();
-    where_[vi] = -1;
+    where_[shard_index(victim, g_.n_expert)] = -1;
     policy_->on_evict(victim);
     return true;
   }
@@ -103,9 +114,8 @@ class Ghost {
   std::unique_ptr<EvictionPolicy> policy_;
   PolicyGeometry g_;
   std::vector<int64_t> where_;  // position in resident_, -1 when absent
-  std::vector<uint8_t> pinned_;
   std::vector<ShardKey> resident_;
-  std::vector<ShardKey> candidates_;
+  size_t n_pinned_ = 0;
   uint64_t hits_ = 0;
 };
 

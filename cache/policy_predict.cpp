@@ -67,6 +67,8 @@ class PredictPolicy final : public EvictionPolicy {
     gap_at_visit_.assign(n, kMaxGap);
     used_count_.assign(n, 0.0);
     layer_count_.assign(g.n_layer, 0.0);
+    known_.clear();
+    known_.reserve(g.n_expert);
     token_sets_.assign(g.n_layer, {});
     prev_sets_.assign(g.n_layer, {});
     base_ = g.n_expert ? static_cast<double>(g.n_expert_used) / g.n_expert : 0.0;
@@ -104,6 +106,10 @@ class PredictPolicy final : public EvictionPolicy {
     }
     pred_.assign(use_transitions_ ? static_cast<size_t>(horizon_ + 1) * g.n_expert : 0, 0.0);
     pred_valid_ = false;
+    freq_factor_.resize(n);
+    for (size_t i = 0; i < n; ++i) update_freq_factor(i);
+    layer_scale_.resize(g.n_layer);
+    for (uint32_t l = 0; l < g.n_layer; ++l) update_layer_scale(l);
   }
 
   void on_token() override { ++token_; }
@@ -120,6 +126,8 @@ class PredictPolicy final : public EvictionPolicy {
     last_use_[i] = visits_[l];
     used_count_[i] += 1.0;
     layer_count_[l] += 1.0;
+    update_freq_factor(i);
+    update_layer_scale(l);
     if (use_transitions_ && l > 0 && same_token(l - 1)) {
       for (uint32_t from : token_sets_[l - 1]) trans_[(static_cast<size_t>(l) * g_.n_expert + from) * g_.n_expert + key.expert] += 1.0;
     }
@@ -182,7 +190,8 @@ class PredictPolicy final : public EvictionPolicy {
   // pred_[h * E + j]: probability that this token uses expert j at layer cur + h (h >= 1).
   void predict_ahead(ShardKey incoming) {
     const uint32_t E = g_.n_expert, K = g_.n_expert_used, c = cur_layer_;
-    std::vector<uint32_t> known = token_sets_[c];
+    std::vector<uint32_t>& known = known_;  // a member: no allocation per miss
+    known.assign(token_sets_[c].begin(), token_sets_[c].end());
     if (std::find(known.begin(), known.end(), incoming.expert) == known.end()) known.push_back(incoming.expert);
     if (pred_valid_ && pred_known_ == known.size()) return;
     pred_valid_ = true;
@@ -203,14 +212,17 @@ class PredictPolicy final : public EvictionPolicy {
     }
   }
 
-  // Probability from recency (gap bucket) and relative frequency alone.
+  // Probability from recency (gap bucket) and relative frequency alone. The frequency factor
+  // ((used + 1) / (mean + 1))^freq_weight is kept as its two powers, each updated when its count
+  // changes: a miss scores every cached shard, and a pow per shard was most of the policy's cost.
   double reuse_probability(size_t i, uint32_t layer, uint32_t gap) const {
     double p = hits_[gap] / trials_[gap];
-    if (freq_weight_ != 0.0 && layer_count_[layer] > 0) {
-      const double mean = layer_count_[layer] / g_.n_expert;
-      p *= std::pow((used_count_[i] + 1.0) / (mean + 1.0), freq_weight_);
-    }
+    if (freq_weight_ != 0.0 && layer_count_[layer] > 0) p *= freq_factor_[i] / layer_scale_[layer];
     return std::clamp(p, 1e-4, 0.9999);
+  }
+  void update_freq_factor(size_t i) { freq_factor_[i] = std::pow(used_count_[i] + 1.0, freq_weight_); }
+  void update_layer_scale(uint32_t l) {
+    layer_scale_[l] = std::pow(layer_count_[l] / g_.n_expert + 1.0, freq_weight_);
   }
 
   // Log-odds evidence that the next visit of k.layer uses k.expert, from the experts of the token
@@ -273,6 +285,9 @@ class PredictPolicy final : public EvictionPolicy {
   std::vector<uint32_t> gap_at_visit_;  // gap bucket at the start of the current visit
   std::vector<double> used_count_;
   std::vector<double> layer_count_;
+  std::vector<double> freq_factor_;  // (used_count_ + 1)^freq_weight, per shard
+  std::vector<double> layer_scale_;  // (layer_count_ / n_expert + 1)^freq_weight, per layer
+  std::vector<uint32_t> known_;      // predict_ahead's scratch
   std::vector<double> trials_;
   std::vector<double> hits_;
   std::vector<std::vector<uint32_t>> token_sets_;  // experts this token used per layer so far
