@@ -102,16 +102,24 @@ void plan_load(RunPlan& p, const EngineOptions& options, const Architecture& arc
   if (options.widen_f16_to_f32 && !options.in_core)
     notices.push_back("--widen-f16: experts are widened and held in RAM (no streaming)");
   p.load.load_routed_experts = !p.stream;
+  // A streaming run reads token embedding rows as tokens need them (core/layers/embedding_rows.h).
+  p.load.embeddings_from_file = p.stream;
   p.planned = arch.plan(plain, p.load);
   if (p.stream && p.planned->expert_geometry().n_expert == 0) {
     // A dense model has nothing to stream; run it in core.
     p.stream = false;
     p.load.load_routed_experts = true;
+    p.load.embeddings_from_file = false;
     p.planned = arch.plan(plain, p.load);
   }
   p.session = options.session;
   if (!p.stream) p.session.prefetch_depth = 0;  // nothing to read ahead
   p.index = index_for_run(mode, options.model_path, p.planned->gguf(), plain, notices);
+  if (p.index && p.load.embeddings_from_file) {
+    // The index digests whole tensors: the table is read and checked at load.
+    p.load.embeddings_from_file = false;
+    p.planned = arch.plan(plain, p.load);
+  }
   if (p.index) {
     // Resident tensors (and in-core experts) are checked as they land, like streamed shards.
     const ShardIndex* index = &*p.index;
@@ -307,6 +315,7 @@ Engine::Engine(const EngineOptions& options) : options_(options) {
                                             " models yet; run them without it");
 
   split_.resident_weights = model_->weight_bytes();
+  if (model_->embeddings_in_file()) split_.embeddings_in_file = model_->gguf().tensor("token_embd.weight").n_bytes;
   split_.kv_cache = session_->kv_bytes();
   split_.recurrent_state = session_->recurrent_state_bytes();
   split_.scratch = session_->scratch_bytes();
@@ -483,6 +492,8 @@ Engine::~Engine() {
 std::string Engine::describe_budget() const {
   std::string s = split_.budget ? "budget " + human_bytes(split_.budget) : std::string("budget unlimited");
   s += ": resident weights " + human_bytes(split_.resident_weights);
+  if (split_.embeddings_in_file)
+    s += " (token embeddings, " + human_bytes(split_.embeddings_in_file) + ", read per token from the file)";
   if (layer_cache_) s += " + streamed layers " + human_bytes(split_.layer_arena);
   s += " + KV cache " + human_bytes(split_.kv_cache);
   if (split_.recurrent_state) s += " + recurrent state " + human_bytes(split_.recurrent_state);

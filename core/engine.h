@@ -142,6 +142,7 @@ struct BudgetSplit {
   uint64_t min_budget = 0;        // the smallest budget this model runs in (see above)
   int64_t n_batch = 0;            // the batch in force (may be below the requested one)
   uint64_t lent = 0;              // of expert_arena, lent to the batch scratch while a prompt runs (Lending)
+  uint64_t embeddings_in_file = 0;  // token_embd's bytes left in the file, outside resident_weights (embedding_rows.h)
   uint64_t total() const {
     return resident_weights + layer_arena + kv_cache + recurrent_state + scratch + gpu_staging + expert_arena - lent;
   }

@@ -17,6 +17,11 @@
 
 namespace sluice::kernels {
 
+// Batched products take the activation rows in groups of this many tokens (ggml's repacked GEMM
+// order) and the rows left over one at a time (its GEMV order), which round differently: a batch
+// of whole groups gives every token the bits a larger batch of whole groups gives it.
+constexpr int kGemmTokenGroup = 4;
+
 // How llama.cpp's CPU backend (x86, REPACK on) multiplies a matrix it repacks (ggml_repacks), which
 // decides the float summation order of every dot:
 //  - mul_mat: a plain matrix product; tokens in groups of 4 go through the repacked GEMM, which

@@ -6,6 +6,7 @@
 
 #include "common/error.h"
 #include "core/arch/budget_plan.h"
+#include "kernels/matvec.h"
 
 namespace {
 
@@ -32,19 +33,24 @@ BudgetInputs inputs(uint64_t budget, int64_t batch, uint64_t per_row, bool can_s
   return in;
 }
 
-// The reference the planner must agree with: step down from the requested batch by one.
+// The reference the planner must agree with: step down from the requested batch by one; a
+// lowered batch of at least one token group keeps whole groups (kernels::kGemmTokenGroup), so
+// that its products round as the full batch's do.
 int64_t step_down(const BudgetInputs& in) {
   for (int64_t b = in.requested_batch; b >= 1; --b) {
     const uint64_t common = in.kv + in.recurrent + in.expert_min;
-    if (in.resident + common + in.scratch(b, false) <= in.budget) return b;
-    if (in.can_stream_layers && in.lean_resident + in.layer_min + common + in.scratch(b, true) <= in.budget) return b;
+    const bool fits = in.resident + common + in.scratch(b, false) <= in.budget ||
+                      (in.can_stream_layers && in.lean_resident + in.layer_min + common + in.scratch(b, true) <= in.budget);
+    if (!fits) continue;
+    if (b < in.requested_batch && b >= sluice::kernels::kGemmTokenGroup) return b - b % sluice::kernels::kGemmTokenGroup;
+    return b;
   }
   return 0;
 }
 
 }  // namespace
 
-TEST_CASE("plan_budget picks the largest batch that fits, as a step-down search would, for any budget") {
+TEST_CASE("plan_budget picks the largest batch that fits, in whole token groups when lowered, for any budget") {
   std::mt19937_64 rng(7);
   for (int i = 0; i < 2000; ++i) {
     const bool can_stream = i % 2 == 0;
@@ -60,6 +66,7 @@ TEST_CASE("plan_budget picks the largest batch that fits, as a step-down search 
     }
     const BudgetPlan p = plan_budget(in);
     CHECK(p.n_batch == expected);
+    if (p.n_batch < in.requested_batch && p.n_batch >= 4) CHECK(p.n_batch % 4 == 0);
     CHECK(p.chosen.total() <= in.budget);
     // Resident is preferred whenever it fits at that batch.
     const bool resident_fits = in.resident + in.kv + in.recurrent + in.expert_min + in.scratch(p.n_batch, false) <= in.budget;

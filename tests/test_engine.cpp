@@ -75,6 +75,7 @@ class InCoreReference {
     o.session.n_batch = batch;
     Engine e(o);
     CHECK(e.cache() == nullptr);
+    CHECK(e.budget().embeddings_in_file == 0);  // in core, the table is resident
     return by_batch_[batch] = teacher_forced_logits(e, tokens_);
   }
 
@@ -117,6 +118,7 @@ TEST_CASE("streamed experts and layers give logits bit-identical to the in-core 
       CHECK(std::memcmp(logits.data(), ref.data(), logits.size() * sizeof(float)) == 0);
       CHECK(e.cache()->stats().total.evictions == 0);
       CHECK(e.layer_cache() == nullptr);
+      CHECK(unlimited.embeddings_in_file > 0);
     }
     const uint64_t minimum = unlimited.minimum(), unlimited_total = unlimited.total();
     MESSAGE(std::string(stem), ": minimum budget ", minimum, " bytes (", (minimum + (1 << 20) - 1) >> 20,
@@ -145,6 +147,9 @@ TEST_CASE("streamed experts and layers give logits bit-identical to the in-core 
         o.io.kind = kind;
         Engine e(o);
         CHECK(e.budget().total() <= budget);
+        // Streamed runs read token embedding rows from the file (every file here has its own
+        // output head), so the memcmp below binds those rows to the in-core run's table.
+        CHECK(e.budget().embeddings_in_file > 0);
         const int64_t batch = e.session().n_batch();
         CHECK(batch == e.budget().n_batch);
         if (budget == minimum) CHECK(batch < full_batch);

@@ -321,7 +321,7 @@ TEST_CASE("kimi-k3 session rejects batches it cannot evaluate, naming the limit"
   expect([&] { s.forward({toks, 5}, 0); }, "n_batch = 4");
   expect([&] { s.forward({}, 0); }, "got 0 tokens");
   const int32_t bad = 5000;
-  expect([&] { s.forward({&bad, 1}, 0); }, "outside the vocabulary (2048)");
+  expect([&] { s.forward({&bad, 1}, 0); }, "outside the vocabulary [0, 2048)");
   s.forward({toks, 2}, 0);
   expect([&] { s.forward({toks, 1}, 5); }, "does not continue the sequence (next position 2)");
   s.forward({toks, 4}, 2);

@@ -52,6 +52,9 @@ struct ArchLoadOptions {
   // Set: tensors used as stored are used in place in this mapping of the file (its pages are the
   // page cache's) instead of being read into the weight arena (io/file_mapping.h says why).
   std::shared_ptr<const io::FileMapping> mapping = nullptr;
+  // True: when the output head is a tensor of its own, token_embd stays in the file and a forward
+  // reads the rows it needs (core/layers/embedding_rows.h says why); its bytes leave weight_bytes().
+  bool embeddings_from_file = false;
 };
 
 // A model's streamed non-routed layers: the units a layer cache holds, read in a known order.
@@ -78,6 +81,8 @@ class ArchModel {
   virtual uint64_t scratch_bytes(const SessionOptions& options, unsigned threads) const = 0;
   // Whether sessions predict experts ahead (SessionOptions::prefetch_depth is used).
   virtual bool predicts_experts() const = 0;
+  // Whether a loaded model left token_embd in the file (ArchLoadOptions::embeddings_from_file).
+  virtual bool embeddings_in_file() const = 0;
   // The layer cache's units of a model planned or loaded with stream_layer_tensors (empty
   // layout, n_layer() == 0: nothing streams).
   virtual cache::ShardLayout layer_layout() const = 0;

@@ -1,6 +1,7 @@
 #include "core/arch/budget_plan.h"
 
 #include "common/units.h"
+#include "kernels/matvec.h"
 
 namespace sluice::core {
 
@@ -58,6 +59,8 @@ BudgetPlan plan_budget(const BudgetInputs& in) {
     const int64_t mid = lo + (hi - lo + 1) / 2;
     if (fits(in, mid)) lo = mid; else hi = mid - 1;
   }
+  // A lowered batch keeps whole token groups, so that it computes what the full batch would.
+  if (lo < in.requested_batch && lo >= kernels::kGemmTokenGroup) lo -= lo % kernels::kGemmTokenGroup;
   plan.n_batch = lo;
   if (need(in, false, 0, lo).total() <= in.budget) {
     plan.chosen = need(in, false, 0, lo);

@@ -22,7 +22,8 @@ KimiK3LoadOptions to_load_options(const ArchLoadOptions& o) {
           .load_routed_experts = o.load_routed_experts,
           .stream_layer_tensors = o.stream_layer_tensors,
           .check_tensor = o.check_tensor,
-          .mapping = o.mapping};
+          .mapping = o.mapping,
+          .embeddings_from_file = o.embeddings_from_file};
 }
 
 uint64_t n_seq_of(const SessionOptions& o) { return static_cast<uint64_t>(std::max<int64_t>(o.n_seq, 1)); }

@@ -26,6 +26,7 @@ class KimiK3ArchModel final : public ArchModel {
   uint64_t recurrent_bytes(const SessionOptions& options) const override;
   uint64_t scratch_bytes(const SessionOptions& options, unsigned threads) const override;
   bool predicts_experts() const override { return true; }
+  bool embeddings_in_file() const override { return model_->embeddings().in_file(); }
   cache::ShardLayout layer_layout() const override;
   LayerStream& stream_layers(const ShardIndex* index) override;
   std::unique_ptr<ExpertSource> in_core_experts() const override;

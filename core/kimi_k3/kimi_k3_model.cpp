@@ -49,7 +49,17 @@ class KimiK3Loader {
     m->layers_.resize(static_cast<size_t>(c.n_layer));
     model_ = m.get();
 
-    plan(f, "token_embd.weight", &m->token_embd_);
+    // The table's rows are read per token when the head is a tensor of its own (embedding_rows.h).
+    const bool embd_in_file =
+        options_.embeddings_from_file && !options_.widen_f16_to_f32 && f.find_tensor("output.weight") != nullptr;
+    if (embd_in_file) {
+      const GgufTensorInfo& t = f.tensor("token_embd.weight");
+      m->token_embd_.type = t.type;
+      m->token_embd_.ne = t.ne;
+      m->token_embd_.row_bytes = t.row_bytes;
+    } else {
+      plan(f, "token_embd.weight", &m->token_embd_);
+    }
     plan(f, "output_norm.weight", &m->output_norm_);
     plan(f, "output.weight", &m->output_, false, c.n_layer);  // the head streams as unit n_layer
     plan(f, "output_res_score.weight", &m->output_res_score_);
@@ -59,6 +69,7 @@ class KimiK3Loader {
     m->mapped_bytes_ = mapped_;
     m->mapping_ = options_.mapping;
     if (!read) return m;
+    if (embd_in_file) m->embeddings_.leave_in_file(reader_.path(), f.tensor("token_embd.weight").file_offset);
     m->arena_ = allocate_weight_arena(total_, "the weights of '" + f.path() + "'");
     {
       BackgroundPrefault prefault({m->arena_.get(), total_}, std::thread::hardware_concurrency());

@@ -39,6 +39,7 @@
 #include "core/gguf/gguf.h"
 #include "core/kimi_k3/kimi_k3_config.h"
 #include "core/gguf/tensor.h"
+#include "core/layers/embedding_rows.h"
 #include "core/layers/layer_source.h"
 #include "io/reader.h"
 #include "kernels/matvec.h"
@@ -69,6 +70,7 @@ struct KimiK3LoadOptions {
   // Sees each loaded tensor's file bytes as read, before any conversion (core/gguf/checked_read.h).
   TensorCheck check_tensor = nullptr;
   std::shared_ptr<const io::FileMapping> mapping = nullptr;  // see ArchLoadOptions::mapping
+  bool embeddings_from_file = false;                          // see ArchLoadOptions::embeddings_from_file
 };
 
 class KimiK3Model {
@@ -82,7 +84,8 @@ class KimiK3Model {
 
   const KimiK3Config& config() const { return config_; }
   const GgufFile& gguf() const { return *gguf_; }
-  const Tensor& token_embd() const { return token_embd_; }
+  const Tensor& token_embd() const { return token_embd_; }  // no data when embeddings().in_file()
+  const EmbeddingRows& embeddings() const { return embeddings_; }
   const Tensor& output_norm() const { return output_norm_; }
   const Tensor& output() const { return output_; }
   const Tensor& output_res_score() const { return output_res_score_; }
@@ -100,6 +103,7 @@ class KimiK3Model {
   std::shared_ptr<const io::FileMapping> mapping_;  // holds the views of mapped tensors
   uint64_t mapped_bytes_ = 0;
   Tensor token_embd_, output_norm_, output_, output_res_score_;
+  EmbeddingRows embeddings_;
   std::vector<KimiK3Layer> layers_;
   bool has_routed_experts_ = true;
   std::vector<StreamedTensorOf<KimiK3Layer>> streamed_;

@@ -46,6 +46,7 @@ KimiK3Session::KimiK3Session(const KimiK3Model& model, ExpertSource& experts, ke
   n_past_.assign(states_.size(), 0);
   const int64_t B = n_batch_, E = c.n_embd, DI = c.d_inner(), H = c.n_head, D = c.kda_head_dim;
   for (auto* v : {&x_, &r_, &u_, &h_, &a_}) size(*v, B * E);
+  embd_row_.resize(EmbeddingRows::staging_bytes(model.token_embd(), model.embeddings().in_file()));
   n_stack_ = 0;
   size(stack_, c.n_checkpoints() * B * E);
   size(mix_probs_, c.n_checkpoints() + 1);
@@ -218,14 +219,7 @@ std::span<const float> KimiK3Session::forward_seq(int64_t seq, std::span<const i
   if (start_pos == 0) state_->reset();
 
   // x = token_embd[t] (rows dequantized as ggml_get_rows does).
-  const Tensor& embd = model_.token_embd();
-  for (int64_t t = 0; t < n; ++t) {
-    const int32_t id = tokens[static_cast<size_t>(t)];
-    if (id < 0 || id >= c.n_vocab)
-      throw Error(ErrorCode::invalid_argument, "token id " + std::to_string(id) + " is outside the vocabulary (" +
-                                                   std::to_string(c.n_vocab) + ")");
-    kernels::dequantize_row(embd.type, embd.data + static_cast<size_t>(id) * embd.row_bytes, x_.data() + t * E, E);
-  }
+  model_.embeddings().dequantize(model_.token_embd(), tokens, c.n_vocab, embd_row_, x_.data());
 
   // The first MoE layers' experts, guessed from the embeddings, read while the lead blocks run.
   if (predictor_) predictor_->predict(-1, {x_.data(), static_cast<size_t>(n * E)}, n, experts_, pool_);

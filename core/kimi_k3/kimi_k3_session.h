@@ -160,6 +160,7 @@ class KimiK3Session final : public Session {
 
   // Stream and sublayer buffers, [n_batch][n_embd].
   std::vector<float> x_, r_, u_, h_, a_;
+  std::vector<std::byte> embd_row_;  // one token_embd row, when the table stays in the file
   std::vector<float> stack_;  // [n_checkpoints][n_batch][n_embd]
   int64_t n_stack_ = 0;
   std::vector<float> mix_probs_;

@@ -14,6 +14,7 @@ LoadOptions to_load_options(const ArchLoadOptions& o) {
   l.stream_layer_tensors = o.stream_layer_tensors;
   l.check_tensor = o.check_tensor;
   l.mapping = o.mapping;
+  l.embeddings_from_file = o.embeddings_from_file;
   return l;
 }
 

@@ -51,7 +51,16 @@ class ModelLoader {
     m.has_routed_experts_ = options_.load_routed_experts;
 
     model_ = &m;
-    plan(f, "token_embd.weight", &m.token_embd_);
+    const bool embd_in_file =
+        options_.embeddings_from_file && !options_.widen_f16_to_f32 && f.find_tensor("output.weight") != nullptr;
+    if (embd_in_file) {
+      const GgufTensorInfo& t = f.tensor("token_embd.weight");
+      m.token_embd_.type = t.type;
+      m.token_embd_.ne = t.ne;
+      m.token_embd_.row_bytes = t.row_bytes;
+    } else {
+      plan(f, "token_embd.weight", &m.token_embd_);
+    }
     plan(f, "output_norm.weight", &m.output_norm_);
     plan(f, "output.weight", &m.output_, c.n_layer);
     for (int64_t il = 0; il < c.n_layer; ++il) {
@@ -100,6 +109,7 @@ class ModelLoader {
       if (!f.find_tensor("output.weight")) m.output_ = m.token_embd_;
       return m;
     }
+    if (embd_in_file) m.embeddings_.leave_in_file(reader_.path(), f.tensor("token_embd.weight").file_offset);
     m.arena_ = allocate_weight_arena(total_, "the weights of '" + f.path() + "'");
     {
       BackgroundPrefault prefault({m.arena_.get(), total_}, std::thread::hardware_concurrency());

@@ -16,7 +16,9 @@
 //     conversion at load) and the output head (`output.weight`, when not tied to the embeddings)
 //     are not read either: a LayerSource streams them layer by layer (core/layers/layer_source.h).
 //     What still loads: token embeddings, output_norm, and tensors converted at load (1-D tensors
-//     stored as F16/BF16, the attn_kv_b split). streamed() lists the tensors left out.
+//     stored as F16/BF16, the attn_kv_b split). streamed() lists the tensors left out;
+//   - with `embeddings_from_file` and an output head of its own, token_embd is not read either:
+//     a forward reads the rows it needs (core/layers/embedding_rows.h).
 // Tensors left out keep their type, shape and row size (data == nullptr), so scratch can be sized.
 // Model::plan() does all of this without allocating or reading: the sizes a budget decides on.
 //
@@ -38,6 +40,7 @@
 #include "core/gguf/checked_read.h"
 #include "core/gguf/gguf.h"
 #include "core/gguf/tensor.h"
+#include "core/layers/embedding_rows.h"
 #include "core/layers/layer_source.h"
 #include "core/llama/model_config.h"
 #include "io/reader.h"
@@ -69,6 +72,7 @@ struct LoadOptions {
   TensorCheck check_tensor = nullptr;
   bool stream_layer_tensors = false;
   std::shared_ptr<const io::FileMapping> mapping = nullptr;  // see ArchLoadOptions::mapping
+  bool embeddings_from_file = false;  // see ArchLoadOptions::embeddings_from_file
 };
 
 // A non-routed tensor left out of the load for a LayerSource to stream.
@@ -85,7 +89,8 @@ class Model {
 
   const ModelConfig& config() const { return config_; }
   const GgufFile& gguf() const { return *gguf_; }
-  const Tensor& token_embd() const { return token_embd_; }
+  const Tensor& token_embd() const { return token_embd_; }  // no data when embeddings().in_file()
+  const EmbeddingRows& embeddings() const { return embeddings_; }
   const Tensor& output_norm() const { return output_norm_; }
   const Tensor& output() const { return output_; }  // token_embd when the file ties them
   const LayerWeights& layer(int64_t il) const { return layers_[static_cast<size_t>(il)]; }
@@ -102,6 +107,7 @@ class Model {
   std::shared_ptr<const io::FileMapping> mapping_;  // holds the views of mapped tensors
   uint64_t mapped_bytes_ = 0;
   Tensor token_embd_, output_norm_, output_;
+  EmbeddingRows embeddings_;
   std::vector<LayerWeights> layers_;
   bool has_routed_experts_ = true;
   std::vector<StreamedTensor> streamed_;

@@ -174,6 +174,7 @@ class LlamaSession final : public Session {
 
   // Activations, [n_batch][...] row-major.
   std::vector<float> x_, cur_, attn_out_, ffn_out_;
+  std::vector<std::byte> embd_row_;  // one token_embd row, when the table stays in the file
   std::vector<float> q_, k_, v_, qa_, kva_, qcur_, kqv_, heads_out_, head_in_, head_res_;
   std::vector<float> ffn_g_, ffn_u_, sh_out_;
   std::vector<float> router_logits_, router_scratch_, route_w_, expert_out_;

@@ -20,6 +20,8 @@
 #include <cstdint>
 #include <span>
 
+#include "kernels/matvec.h"
+
 namespace sluice::kernels::cpu {
 
 using DequantizeFn = void (*)(const void* src, float* dst, int64_t n);
@@ -72,7 +74,7 @@ using SwigluBlocksFn = void (*)(const float* gate, const float* up, float* y, si
 // out[t * out_stride + r] for tile row r and token t. Each output is bit-identical to the table
 // slot whose order it implements (see KernelTable::repack_tile).
 constexpr int kGemmTileRows = 16;
-constexpr int kGemmTileTokens = 4;
+constexpr int kGemmTileTokens = kGemmTokenGroup;
 using PackTileFn = void (*)(const std::byte* rows, size_t row_stride, int64_t n, std::byte* packed);
 using TileGemmFn = void (*)(const std::byte* packed, const void* act, size_t act_stride, int64_t n, int n_tokens,
                             float* out, size_t out_stride);

@@ -1,0 +1,36 @@
+#include "core/layers/embedding_rows.h"
+
+#include "common/error.h"
+#include "io/pread_reader.h"
+#include "kernels/quant.h"
+
+namespace sluice::core {
+
+void EmbeddingRows::leave_in_file(const std::string& path, uint64_t file_offset) {
+  // Synchronous (no workers: one row per token is read on the calling thread) and buffered, with
+  // the pages dropped after each read so the page cache does not grow behind the budget.
+  file_ = std::make_unique<io::PreadReader>(path, io::PreadOptions{.workers = 0, .drop_cache_after_read = true});
+  offset_ = file_offset;
+}
+
+void EmbeddingRows::dequantize(const Tensor& table, std::span<const int32_t> tokens, int64_t n_vocab,
+                               std::span<std::byte> staging, float* out) const {
+  const int64_t n_embd = table.ne[0];
+  for (size_t t = 0; t < tokens.size(); ++t) {
+    const int32_t id = tokens[t];
+    if (id < 0 || id >= n_vocab)
+      throw Error(ErrorCode::invalid_argument, "token id " + std::to_string(id) + " is outside the vocabulary [0, " +
+                                                   std::to_string(n_vocab) + ")");
+    const std::byte* row = nullptr;
+    if (file_) {
+      const std::span<std::byte> dst = staging.first(table.row_bytes);
+      file_->read_sync(offset_ + static_cast<uint64_t>(id) * table.row_bytes, dst);
+      row = dst.data();
+    } else {
+      row = table.data + static_cast<size_t>(id) * table.row_bytes;
+    }
+    kernels::dequantize_row(table.type, row, out + static_cast<int64_t>(t) * n_embd, n_embd);
+  }
+}
+
+}  // namespace sluice::core
