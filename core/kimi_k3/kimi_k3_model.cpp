@@ -51,15 +51,8 @@ class KimiK3Loader {
 
     // The table's rows are read per token when the head is a tensor of its own (embedding_rows.h).
     const bool embd_in_file =
-        options_.embeddings_from_file && !options_.widen_f16_to_f32 && f.find_tensor("output.weight") != nullptr;
-    if (embd_in_file) {
-      const GgufTensorInfo& t = f.tensor("token_embd.weight");
-      m->token_embd_.type = t.type;
-      m->token_embd_.ne = t.ne;
-      m->token_embd_.row_bytes = t.row_bytes;
-    } else {
-      plan(f, "token_embd.weight", &m->token_embd_);
-    }
+        embeddings_stay_in_file(f, options_.embeddings_from_file && !options_.widen_f16_to_f32, &m->token_embd_);
+    if (!embd_in_file) plan(f, "token_embd.weight", &m->token_embd_);
     plan(f, "output_norm.weight", &m->output_norm_);
     plan(f, "output.weight", &m->output_, false, c.n_layer);  // the head streams as unit n_layer
     plan(f, "output_res_score.weight", &m->output_res_score_);

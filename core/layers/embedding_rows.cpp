@@ -6,6 +6,15 @@
 
 namespace sluice::core {
 
+bool embeddings_stay_in_file(const GgufFile& f, bool requested, Tensor* table) {
+  const GgufTensorInfo* t = f.find_tensor("token_embd.weight");
+  if (!requested || t == nullptr || f.find_tensor("output.weight") == nullptr) return false;
+  table->type = t->type;
+  table->ne = t->ne;
+  table->row_bytes = t->row_bytes;
+  return true;
+}
+
 void EmbeddingRows::leave_in_file(const std::string& path, uint64_t file_offset) {
   // Synchronous (no workers: one row per token is read on the calling thread) and buffered, with
   // the pages dropped after each read so the page cache does not grow behind the budget.

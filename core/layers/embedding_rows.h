@@ -18,10 +18,16 @@
 #include <span>
 #include <string>
 
+#include "core/gguf/gguf.h"
 #include "core/gguf/tensor.h"
 #include "io/reader.h"
 
 namespace sluice::core {
+
+// A loader's decision: with `requested` and an output head of its own in `f`, token_embd stays
+// in the file and `table` gets its type, shape and row size (no data); true then. False: the
+// loader plans the table like any tensor.
+bool embeddings_stay_in_file(const GgufFile& f, bool requested, Tensor* table);
 
 class EmbeddingRows {
  public:
