@@ -50,7 +50,7 @@ class KimiK3Loader {
     model_ = m.get();
 
     // The table's rows are read per token when the head is a tensor of its own (embedding_rows.h).
-    const bool embd_in_file =
+    const GgufTensorInfo* embd_in_file =
         embeddings_stay_in_file(f, options_.embeddings_from_file && !options_.widen_f16_to_f32, &m->token_embd_);
     if (!embd_in_file) plan(f, "token_embd.weight", &m->token_embd_);
     plan(f, "output_norm.weight", &m->output_norm_);
@@ -62,12 +62,13 @@ class KimiK3Loader {
     m->mapped_bytes_ = mapped_;
     m->mapping_ = options_.mapping;
     if (!read) return m;
-    if (embd_in_file) m->embeddings_.leave_in_file(reader_.path(), f.tensor("token_embd.weight").file_offset);
     m->arena_ = allocate_weight_arena(total_, "the weights of '" + f.path() + "'");
     {
       BackgroundPrefault prefault({m->arena_.get(), total_}, std::thread::hardware_concurrency());
       for (Slot& s : slots_) fill(s, m->arena_.get());
     }
+    m->embeddings_ = embd_in_file ? EmbeddingRows(m->token_embd_, reader_.path(), embd_in_file->file_offset)
+                                : EmbeddingRows(m->token_embd_);
     return m;
   }
 

@@ -46,7 +46,7 @@ KimiK3Session::KimiK3Session(const KimiK3Model& model, ExpertSource& experts, ke
   n_past_.assign(states_.size(), 0);
   const int64_t B = n_batch_, E = c.n_embd, DI = c.d_inner(), H = c.n_head, D = c.kda_head_dim;
   for (auto* v : {&x_, &r_, &u_, &h_, &a_}) size(*v, B * E);
-  embd_row_.resize(EmbeddingRows::staging_bytes(model.token_embd(), model.embeddings().in_file()));
+  embd_row_.resize(model.embeddings().staging_bytes());
   n_stack_ = 0;
   size(stack_, c.n_checkpoints() * B * E);
   size(mix_probs_, c.n_checkpoints() + 1);
@@ -219,7 +219,7 @@ std::span<const float> KimiK3Session::forward_seq(int64_t seq, std::span<const i
   if (start_pos == 0) state_->reset();
 
   // x = token_embd[t] (rows dequantized as ggml_get_rows does).
-  model_.embeddings().dequantize(model_.token_embd(), tokens, c.n_vocab, embd_row_, x_.data());
+  model_.embeddings().dequantize(tokens, embd_row_, x_.data());
 
   // The first MoE layers' experts, guessed from the embeddings, read while the lead blocks run.
   if (predictor_) predictor_->predict(-1, {x_.data(), static_cast<size_t>(n * E)}, n, experts_, pool_);

@@ -25,27 +25,32 @@
 namespace sluice::core {
 
 // A loader's decision: with `requested` and an output head of its own in `f`, token_embd stays
-// in the file and `table` gets its type, shape and row size (no data); true then. False: the
-// loader plans the table like any tensor.
-bool embeddings_stay_in_file(const GgufFile& f, bool requested, Tensor* table);
+// in the file and `table` gets its type, shape and row size (no data); its tensor info then, else
+// null (the loader plans the table like any tensor).
+const GgufTensorInfo* embeddings_stay_in_file(const GgufFile& f, bool requested, Tensor* table);
 
 class EmbeddingRows {
  public:
-  // Rows of a table that stays in the file at `file_offset` of the address space of `path` (any
-  // part of a split set). Throws Error(io_error) naming the path when it cannot be opened.
-  void leave_in_file(const std::string& path, uint64_t file_offset);
+  EmbeddingRows() = default;
+  // Rows of `table`, its data in RAM.
+  explicit EmbeddingRows(const Tensor& table) : table_(table) {}
+  // Rows of a table left in the file (`table`: type, shape and row size, no data) at
+  // `file_offset` of the address space of `path` (any part of a split set). Throws
+  // Error(io_error) naming the path when it cannot be opened.
+  EmbeddingRows(const Tensor& table, const std::string& path, uint64_t file_offset);
+
   bool in_file() const { return file_ != nullptr; }
   // Bytes a session stages one row in: the table's row when it is in the file, else 0.
-  static size_t staging_bytes(const Tensor& table, bool in_file) { return in_file ? table.row_bytes : 0; }
+  size_t staging_bytes() const { return in_file() ? table_.row_bytes : 0; }
 
-  // out[t * n_embd, (t + 1) * n_embd) = row tokens[t] of `table`, dequantized as ggml_get_rows
-  // does. `staging` holds at least staging_bytes(). Error(invalid_argument) for an id outside
-  // [0, n_vocab); Error(io_error) for a failed read.
-  void dequantize(const Tensor& table, std::span<const int32_t> tokens, int64_t n_vocab,
-                  std::span<std::byte> staging, float* out) const;
+  // out[t * n_embd, (t + 1) * n_embd) = row tokens[t], dequantized as ggml_get_rows does.
+  // `staging` holds at least staging_bytes(). Error(invalid_argument) for an id outside the
+  // table's [0, n_vocab); Error(io_error) for a failed read.
+  void dequantize(std::span<const int32_t> tokens, std::span<std::byte> staging, float* out) const;
 
  private:
-  std::unique_ptr<io::Reader> file_;
+  Tensor table_;
+  std::unique_ptr<io::Reader> file_;  // set when the table stays in the file
   uint64_t offset_ = 0;
 };
 

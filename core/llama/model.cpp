@@ -52,7 +52,7 @@ class ModelLoader {
 
     model_ = &m;
     // The table's rows are read per token when the head is a tensor of its own (embedding_rows.h).
-    const bool embd_in_file =
+    const GgufTensorInfo* embd_in_file =
         embeddings_stay_in_file(f, options_.embeddings_from_file && !options_.widen_f16_to_f32, &m.token_embd_);
     if (!embd_in_file) plan(f, "token_embd.weight", &m.token_embd_);
     plan(f, "output_norm.weight", &m.output_norm_);
@@ -103,12 +103,13 @@ class ModelLoader {
       if (!f.find_tensor("output.weight")) m.output_ = m.token_embd_;
       return m;
     }
-    if (embd_in_file) m.embeddings_.leave_in_file(reader_.path(), f.tensor("token_embd.weight").file_offset);
     m.arena_ = allocate_weight_arena(total_, "the weights of '" + f.path() + "'");
     {
       BackgroundPrefault prefault({m.arena_.get(), total_}, std::thread::hardware_concurrency());
       for (Slot& s : slots_) fill(s, m.arena_.get(), c);
     }
+    m.embeddings_ = embd_in_file ? EmbeddingRows(m.token_embd_, reader_.path(), embd_in_file->file_offset)
+                                : EmbeddingRows(m.token_embd_);
     if (!f.find_tensor("output.weight")) m.output_ = m.token_embd_;
     return m;
   }

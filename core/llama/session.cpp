@@ -183,7 +183,7 @@ LlamaSession::LlamaSession(const Model& model, ExpertSource& experts, kernels::T
   seq_used_.resize(z.seqs);
   seq_count_.resize(z.seqs);
   x_.resize(z.x);
-  embd_row_.resize(EmbeddingRows::staging_bytes(model.token_embd(), model.embeddings().in_file()));
+  embd_row_.resize(model.embeddings().staging_bytes());
   cur_.resize(z.cur);
   attn_out_.resize(z.attn_out);
   ffn_out_.resize(z.ffn_out);
@@ -368,7 +368,7 @@ void LlamaSession::run_layers(std::span<const int32_t> tokens) {
   const int64_t n = static_cast<int64_t>(tokens.size());
   const int64_t E = c.n_embd;
   if (n == 0) throw Error(ErrorCode::invalid_argument, "forward() needs at least one token");
-  model_.embeddings().dequantize(model_.token_embd(), tokens, c.n_vocab, embd_row_, x_.data());
+  model_.embeddings().dequantize(tokens, embd_row_, x_.data());
   const std::span<float> x{x_.data(), sz(n * E)};
   const std::span<float> cur{cur_.data(), sz(n * E)};
   // The first MoE layers are guessed from the token embeddings, so their reads overlap the
